@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <grpo/logprob/token_log_probs.hpp>
+
+#include <catch2/catch.hpp>
+#include <support/tensor_testing.hpp>
+
+#include <cmath>
+
+using grpo::testing::autograd_grad;
+using grpo::testing::finite_difference_grad;
+
+namespace {
+
+/// log softmax(x/temperature)[y] and the entropy, by plain double loops over one row.
+struct RowStats {
+  double log_prob, entropy;
+};
+RowStats row_by_hand(const double* x, int64_t vocab, int64_t y, double temperature) {
+  double m = -INFINITY;
+  for (int64_t v = 0; v < vocab; ++v) m = std::max(m, x[v] / temperature);
+  double s = 0;
+  for (int64_t v = 0; v < vocab; ++v) s += std::exp(x[v] / temperature - m);
+  const double lse = m + std::log(s);
+  double h = 0;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double lp = x[v] / temperature - lse;
+    h -= std::exp(lp) * lp;
+  }
+  return {x[y] / temperature - lse, h};
+}
+
+}  // namespace
+
+TEST_CASE("token_log_probs matches a double-precision loop for every chunk size and temperature", "[logprob]") {
+  torch::manual_seed(1);
+  auto logits = torch::randn({3, 5, 37}, torch::kFloat64) * 3;
+  auto ids = torch::randint(0, 37, {3, 5}, torch::kInt64);
+  for (double temperature : {1.0, 0.7, 1.3}) {
+    auto expected_lp = torch::empty({3, 5}, torch::kFloat64);
+    auto expected_h = torch::empty({3, 5}, torch::kFloat64);
+    auto x = logits.contiguous();
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int64_t t = 0; t < 5; ++t) {
+        auto r = row_by_hand(x[b][t].data_ptr<double>(), 37, ids[b][t].item<int64_t>(), temperature);
+        expected_lp[b][t] = r.log_prob;
+        expected_h[b][t] = r.entropy;
+      }
+    }
+    for (int64_t chunk : {0, 1, 2, 7}) {
+      auto out = grpo::token_log_probs(logits, ids, {.temperature = temperature, .chunk_rows = chunk, .with_entropy = true});
+      REQUIRE(out.log_probs.scalar_type() == torch::kFloat64);
+      GRPO_REQUIRE_CLOSE(out.log_probs, expected_lp, 1e-12, 1e-12);
+      GRPO_REQUIRE_CLOSE(out.entropy, expected_h, 1e-12, 1e-12);
+      GRPO_REQUIRE_CLOSE(grpo::token_entropy(logits, {.temperature = temperature, .chunk_rows = chunk}), expected_h,
+                         1e-12, 1e-12);
+    }
+    GRPO_REQUIRE_CLOSE(grpo::token_log_probs_reference(logits, ids, temperature), expected_lp, 1e-12, 1e-12);
+    GRPO_REQUIRE_CLOSE(grpo::token_entropy_reference(logits, temperature), expected_h, 1e-12, 1e-12);
+  }
+}
+
+TEST_CASE("token_log_probs gradient equals finite differences (float64), log-probs and entropy together",
+          "[logprob][gradient]") {
+  torch::manual_seed(2);
+  auto logits = torch::randn({2, 3, 7}, torch::kFloat64);
+  auto ids = torch::randint(0, 7, {2, 3}, torch::kInt64);
+  auto w_lp = torch::randn({2, 3}, torch::kFloat64);
+  auto w_h = torch::randn({2, 3}, torch::kFloat64);
+  for (double temperature : {1.0, 0.6}) {
+    auto f = [&](const torch::Tensor& x) {
+      auto out = grpo::token_log_probs(x, ids, {.temperature = temperature, .chunk_rows = 2, .with_entropy = true});
+      return (out.log_probs * w_lp).sum() + (out.entropy * w_h).sum();
+    };
+    GRPO_REQUIRE_CLOSE(autograd_grad(f, logits), finite_difference_grad(f, logits), 1e-6, 1e-8);
+    auto f_lp = [&](const torch::Tensor& x) {
+      return (grpo::token_log_probs(x, ids, {.temperature = temperature}).log_probs * w_lp).sum();
+    };
+    GRPO_REQUIRE_CLOSE(autograd_grad(f_lp, logits), finite_difference_grad(f_lp, logits), 1e-6, 1e-8);
+    auto f_h = [&](const torch::Tensor& x) {
+      return (grpo::token_entropy(x, {.temperature = temperature}) * w_h).sum();
+    };
+    GRPO_REQUIRE_CLOSE(autograd_grad(f_h, logits), finite_difference_grad(f_h, logits), 1e-6, 1e-8);
+  }
+}
+
+TEST_CASE("token_log_probs in float32 agrees with the eager reference in values and gradients", "[logprob]") {
+  torch::manual_seed(3);
+  auto logits = torch::randn({4, 9, 1000}) * 4;
+  auto ids = torch::randint(0, 1000, {4, 9}, torch::kInt64);
+  auto g = torch::randn({4, 9});
+  auto ours = logits.clone().requires_grad_(true);
+  auto ref = logits.clone().requires_grad_(true);
+  auto out = grpo::token_log_probs(ours, ids, {.temperature = 0.9, .chunk_rows = 5});
+  auto expected = grpo::token_log_probs_reference(ref, ids, 0.9);
+  GRPO_REQUIRE_CLOSE(out.log_probs, expected, 1e-5, 1e-5);
+  (out.log_probs * g).sum().backward();
+  (expected * g).sum().backward();
+  GRPO_REQUIRE_CLOSE(ours.grad(), ref.grad(), 1e-4, 1e-6);
+}
+
+TEST_CASE("token_log_probs accepts [N, V], sliced (non-contiguous) and bfloat16 logits", "[logprob]") {
+  torch::manual_seed(4);
+  auto full = torch::randn({2, 6, 50});
+  auto sliced = full.slice(1, 0, 5);  // the usual logits[:, :-1, :]
+  REQUIRE_FALSE(sliced.is_contiguous());
+  auto ids = torch::randint(0, 50, {2, 5}, torch::kInt64);
+  GRPO_REQUIRE_CLOSE(grpo::token_log_probs(sliced, ids).log_probs, grpo::token_log_probs_reference(sliced, ids),
+                     1e-5, 1e-6);
+  auto flat = sliced.reshape({10, 50});
+  GRPO_REQUIRE_CLOSE(grpo::token_log_probs(flat, ids.reshape({10})).log_probs,
+                     grpo::token_log_probs_reference(sliced, ids).reshape({10}), 1e-5, 1e-6);
+  auto bf16 = full.to(torch::kBFloat16);
+  auto ids6 = torch::randint(0, 50, {2, 6}, torch::kInt64);
+  auto out = grpo::token_log_probs(bf16, ids6);
+  REQUIRE(out.log_probs.scalar_type() == torch::kFloat32);
+  // Computed in fp32 from the bf16 values, so it must equal the fp32 reference on the upcast logits.
+  GRPO_REQUIRE_CLOSE(out.log_probs, grpo::token_log_probs_reference(bf16.to(torch::kFloat32), ids6), 1e-5, 1e-6);
+  auto leaf = bf16.clone().requires_grad_(true);
+  grpo::token_log_probs(leaf, ids6).log_probs.sum().backward();
+  REQUIRE(leaf.grad().scalar_type() == torch::kBFloat16);
+}
+
+TEST_CASE("token_log_probs stays finite for huge logits and handles empty completions", "[logprob][edge]") {
+  auto logits = torch::tensor({{1e4, -1e4, 0.0}, {-1e30, 1e30, 3.0}}).unsqueeze(0);
+  auto ids = torch::tensor({{1, 0}}, torch::kInt64);
+  auto leaf = logits.clone().requires_grad_(true);
+  auto out = grpo::token_log_probs(leaf, ids, {.with_entropy = true});
+  REQUIRE(torch::isfinite(out.log_probs).all().item<bool>());
+  REQUIRE(out.log_probs[0][0].item<float>() == Approx(-2e4));
+  REQUIRE(torch::isfinite(out.entropy).all().item<bool>());
+  (out.log_probs.sum() + out.entropy.sum()).backward();
+  REQUIRE(torch::isfinite(leaf.grad()).all().item<bool>());
+
+  auto empty = torch::zeros({3, 0, 11}).requires_grad_(true);
+  auto none = grpo::token_log_probs(empty, torch::zeros({3, 0}, torch::kInt64), {.with_entropy = true});
+  REQUIRE(none.log_probs.sizes() == torch::IntArrayRef({3, 0}));
+  none.log_probs.sum().backward();
+  REQUIRE(empty.grad().sizes() == empty.sizes());
+}
+
+TEST_CASE("token_log_probs rejects bad arguments with messages naming them", "[logprob][errors]") {
+  auto logits = torch::zeros({2, 3, 5});
+  REQUIRE_THROWS_WITH(grpo::token_log_probs(logits, torch::zeros({2, 4}, torch::kInt64)),
+                      Catch::Contains("ids must have the leading shape of logits [2, 3, 5]") &&
+                          Catch::Contains("got shape [2, 4]"));
+  auto ids = torch::zeros({2, 3}, torch::kInt64);
+  ids[1][2] = 5;
+  REQUIRE_THROWS_WITH(grpo::token_log_probs(logits, ids), Catch::Contains("ids[1, 2] = 5 is outside the vocabulary [0, 5)"));
+  ids[1][2] = -1;
+  REQUIRE_THROWS_AS(grpo::token_log_probs(logits, ids), grpo::Error);
+  REQUIRE_THROWS_WITH(grpo::token_log_probs(logits, torch::zeros({2, 3}, torch::kInt32)), Catch::Contains("int64"));
+  REQUIRE_THROWS_WITH(grpo::token_log_probs(logits, torch::zeros({2, 3}, torch::kInt64), {.temperature = 0.0}),
+                      Catch::Contains("temperature must be > 0"));
+  REQUIRE_THROWS_WITH(grpo::token_entropy(torch::zeros({5})), Catch::Contains("got shape [5]"));
+  REQUIRE_THROWS_WITH(grpo::token_entropy(torch::zeros({2, 5}, torch::kInt64)), Catch::Contains("floating-point"));
+}

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared pieces of the benchmark programs: peak-memory measurement and thread set-up.
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace grpo::bench {
+
+/// Reads a "VmXXX:   1234 kB" line of /proc/self/status, in bytes (0 when unavailable).
+inline int64_t proc_status_bytes(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1)) * 1024;
+  }
+  return 0;
+}
+
+/// Peak resident memory added since construction: resets the kernel's high-water mark (VmHWM) through
+/// /proc/self/clear_refs and reports VmHWM − VmRSS at the start. Large tensors are mmap'ed by glibc and returned
+/// on free, so this measures the temporaries a kernel allocates on top of its inputs.
+class PeakMemory {
+ public:
+  PeakMemory() {
+    std::ofstream("/proc/self/clear_refs") << "5";
+    base_ = proc_status_bytes("VmRSS");
+  }
+  int64_t extra_bytes() const { return proc_status_bytes("VmHWM") - base_; }
+
+ private:
+  int64_t base_ = 0;
+};
+
+/// LibTorch sizes its pool to the physical cores (1 on a 2-vCPU VM); benchmarks use every hardware thread.
+inline void use_all_hardware_threads() {
+  at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
+}
+
+}  // namespace grpo::bench

@@ -42,7 +42,9 @@ TEST_CASE("SafetensorsFile reads a file written by hand", "[io]") {
   const std::string header =
       R"({"__metadata__":{"format":"pt"},"b":{"dtype":"I64","shape":[],"data_offsets":[8,16]},)"
       R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
-  write_raw(dir / "x.safetensors", header, bytes_of<float>({1.5f, -2.0f}) + bytes_of<int64_t>({7}));
+  std::string data = bytes_of<float>({1.5f, -2.0f});
+  data.append(bytes_of<int64_t>({7}));
+  write_raw(dir / "x.safetensors", header, data);
   grpo::io::SafetensorsFile file(dir / "x.safetensors");
   REQUIRE(file.metadata().at("format") == "pt");
   REQUIRE(file.entries().size() == 2);

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <grpo/core/error.hpp>
+#include <grpo/core/tensor_checks.hpp>
+#include <grpo/io/safetensors.hpp>
+#include <grpo/models/causal_lm.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+
+namespace grpo::models {
+namespace {
+
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+/// rotate_half(x) = cat(−x[..., D/2:], x[..., :D/2]) (the Hugging Face / GPT-NeoX rotary layout).
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  auto halves = x.chunk(2, -1);
+  return torch::cat({-halves[1], halves[0]}, -1);
+}
+
+/// Inverse frequencies 1 / theta^(2i/D), with Llama 3.1's frequency-dependent scaling when configured.
+torch::Tensor inverse_frequencies(const ModelConfig& c) {
+  const int64_t d = c.head_dimension();
+  auto inv = 1.0 / torch::pow(c.rope_theta, torch::arange(0, d, 2, torch::kFloat64) / static_cast<double>(d));
+  if (c.rope_scaling) {
+    const auto& s = *c.rope_scaling;
+    const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+    const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+    auto wavelen = 2 * M_PI / inv;
+    auto smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                  (s.high_freq_factor - s.low_freq_factor);
+    auto smoothed = (1 - smooth) * inv / s.factor + smooth * inv;
+    inv = torch::where(wavelen > low_wavelen, inv / s.factor, torch::where(wavelen < high_wavelen, inv, smoothed));
+  }
+  return inv;
+}
+
+/// Positions of the last T columns of a [B, S] mask: cumsum(mask) − 1, clamped at 0 for padding.
+torch::Tensor positions_from_mask(const torch::Tensor& mask, int64_t new_tokens) {
+  auto pos = (mask.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
+  return pos.narrow(1, mask.size(1) - new_tokens, new_tokens);
+}
+
+}  // namespace
+
+void KvCache::select_rows(const torch::Tensor& rows) {
+  for (auto& k : keys) k = k.index_select(0, rows);
+  for (auto& v : values) v = v.index_select(0, rows);
+}
+
+RmsNormImpl::RmsNormImpl(int64_t size, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", torch::ones({size}));
+}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  auto h = x.to(at::promote_types(x.scalar_type(), torch::kFloat32));
+  h = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * h.to(x.scalar_type());
+}
+
+AttentionImpl::AttentionImpl(const ModelConfig& c)
+    : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.head_dimension()) {
+  q_proj = register_module("q_proj", linear(c.hidden_size, heads * head_dim, c.attention_bias));
+  k_proj = register_module("k_proj", linear(c.hidden_size, kv_heads * head_dim, c.attention_bias));
+  v_proj = register_module("v_proj", linear(c.hidden_size, kv_heads * head_dim, c.attention_bias));
+  // Qwen2's o_proj has no bias; Qwen3 and Llama give o_proj a bias exactly when attention_bias is set.
+  const bool o_bias = c.architecture != Architecture::qwen2 && c.attention_bias;
+  o_proj = register_module("o_proj", linear(heads * head_dim, c.hidden_size, o_bias));
+  if (c.architecture == Architecture::qwen3) {
+    q_norm = register_module("q_norm", RmsNorm(head_dim, c.rms_norm_eps));
+    k_norm = register_module("k_norm", RmsNorm(head_dim, c.rms_norm_eps));
+  }
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                                     const torch::Tensor& mask, const torch::Tensor& past_key,
+                                     const torch::Tensor& past_value, torch::Tensor& new_key,
+                                     torch::Tensor& new_value) {
+  const int64_t batch = x.size(0), time = x.size(1);
+  auto q = q_proj(x).view({batch, time, heads, head_dim});
+  auto k = k_proj(x).view({batch, time, kv_heads, head_dim});
+  auto v = v_proj(x).view({batch, time, kv_heads, head_dim}).transpose(1, 2);
+  if (q_norm) {
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  q = q.transpose(1, 2);  // [B, Hq, T, D]
+  k = k.transpose(1, 2);  // [B, Hkv, T, D]
+  auto c = cos.unsqueeze(1), s = sin.unsqueeze(1);
+  q = q * c + rotate_half(q) * s;
+  k = k * c + rotate_half(k) * s;
+  new_key = past_key.defined() ? torch::cat({past_key, k}, 2) : k;
+  new_value = past_value.defined() ? torch::cat({past_value, v}, 2) : v;
+  auto keys = new_key, values = new_value;
+  if (kv_heads != heads) {
+    keys = keys.repeat_interleave(heads / kv_heads, 1);
+    values = values.repeat_interleave(heads / kv_heads, 1);
+  }
+  // Scores and softmax in at least fp32 (transformers' eager attention upcasts the softmax too).
+  const auto score_dtype = at::promote_types(x.scalar_type(), torch::kFloat32);
+  auto scores = torch::matmul(q.to(score_dtype), keys.to(score_dtype).transpose(2, 3)) /
+                std::sqrt(static_cast<double>(head_dim));
+  auto probs = torch::softmax(scores + mask.to(score_dtype), -1).to(x.scalar_type());
+  auto out = torch::matmul(probs, values).transpose(1, 2).reshape({batch, time, heads * head_dim});
+  return o_proj(out);
+}
+
+MlpImpl::MlpImpl(const ModelConfig& c) {
+  gate_proj = register_module("gate_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
+  up_proj = register_module("up_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
+  down_proj = register_module("down_proj", linear(c.intermediate_size, c.hidden_size, c.mlp_bias));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
+  self_attn = register_module("self_attn", Attention(c));
+  mlp = register_module("mlp", Mlp(c));
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+  post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+DecoderImpl::DecoderImpl(const ModelConfig& c) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(DecoderLayer(c));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+}
+
+CausalLMImpl::CausalLMImpl(ModelConfig config) : config_(std::move(config)) {
+  config_.validate();
+  model_ = register_module("model", Decoder(config_));
+  if (!config_.tie_word_embeddings) {
+    lm_head_ = register_module("lm_head", linear(config_.hidden_size, config_.vocab_size, false));
+  }
+  inv_freq_ = inverse_frequencies(config_);
+  // transformers' _init_weights: normal(0, 0.02) for linear and embedding weights, zero biases.
+  torch::NoGradGuard no_grad;
+  for (auto& p : named_parameters()) {
+    const auto& name = p.key();
+    if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      p.value().zero_();
+    } else if (p.value().dim() == 2) {
+      p.value().normal_(0.0, 0.02);
+    }
+  }
+}
+
+torch::Tensor CausalLMImpl::lm_head_weight() const {
+  return lm_head_ ? lm_head_->weight : model_->embed_tokens->weight;
+}
+
+torch::Tensor CausalLMImpl::run(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, KvCache* cache) {
+  GRPO_CHECK(input_ids.defined() && input_ids.dim() == 2 && input_ids.scalar_type() == torch::kInt64,
+             "CausalLM: input_ids must be [B, T] int64, got {} {}", shape_str(input_ids),
+             input_ids.defined() ? c10::toString(input_ids.scalar_type()) : "");
+  const int64_t batch = input_ids.size(0), time = input_ids.size(1);
+  const int64_t past = cache ? cache->length() : 0;
+  const int64_t total = past + time;
+  GRPO_CHECK(!cache || past == 0 || cache->keys[0].size(0) == batch,
+             "CausalLM::forward_step: the cache holds {} rows but input_ids has {}", cache->keys[0].size(0), batch);
+  auto mask = attention_mask.defined() ? attention_mask : torch::ones({batch, total}, input_ids.options());
+  GRPO_CHECK(mask.dim() == 2 && mask.size(0) == batch && mask.size(1) == total,
+             "CausalLM: attention_mask must be [B, cached + T] = [{}, {}], got {}", batch, total, shape_str(mask));
+  if (input_ids.numel() > 0) {
+    const auto lo = input_ids.min().item<int64_t>(), hi = input_ids.max().item<int64_t>();
+    GRPO_CHECK(lo >= 0 && hi < config_.vocab_size, "CausalLM: input_ids must lie in [0, {}), got values in [{}, {}]",
+               config_.vocab_size, lo, hi);
+  }
+  const auto dtype = model_->embed_tokens->weight.scalar_type();
+  const auto device = model_->embed_tokens->weight.device();
+
+  // Rotary tables for the new positions, in at least fp32 then cast (transformers computes them in fp32).
+  const auto rope_dtype = at::promote_types(dtype, torch::kFloat32);
+  auto pos = positions_from_mask(mask.to(device), time).to(rope_dtype);                        // [B, T]
+  auto freqs = pos.unsqueeze(-1) * inv_freq_.to(device, rope_dtype).view({1, 1, -1});          // [B, T, D/2]
+  auto emb = torch::cat({freqs, freqs}, -1);
+  auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
+
+  // Additive mask [B, 1, T, S]: key s is visible to query t iff s <= past + t and key s is a real token. Rows with
+  // no visible key (queries at left padding) get a finite minimum so softmax stays finite; they are padding anyway.
+  auto query_index = torch::arange(past, total, torch::TensorOptions().dtype(torch::kInt64).device(device)).view({-1, 1});
+  auto key_index = torch::arange(total, torch::TensorOptions().dtype(torch::kInt64).device(device)).view({1, -1});
+  auto visible = (key_index <= query_index).unsqueeze(0) & (mask.to(device) != 0).unsqueeze(1);  // [B, T, S]
+  auto additive = torch::zeros(visible.sizes(), torch::TensorOptions().dtype(torch::kFloat32).device(device))
+                      .masked_fill_(visible.logical_not(), std::numeric_limits<float>::lowest())
+                      .unsqueeze(1);
+
+  auto h = model_->embed_tokens(input_ids.to(device));
+  if (cache && cache->keys.empty()) {
+    cache->keys.resize(static_cast<size_t>(config_.num_hidden_layers));
+    cache->values.resize(static_cast<size_t>(config_.num_hidden_layers));
+  }
+  for (size_t i = 0; i < model_->layers->size(); ++i) {
+    auto layer = model_->layers[i]->as<DecoderLayerImpl>();
+    torch::Tensor new_key, new_value;
+    torch::Tensor past_key = cache ? cache->keys[i] : torch::Tensor();
+    torch::Tensor past_value = cache ? cache->values[i] : torch::Tensor();
+    h = h + layer->self_attn->forward(layer->input_layernorm(h), cos, sin, additive, past_key, past_value, new_key,
+                                      new_value);
+    h = h + layer->mlp(layer->post_attention_layernorm(h));
+    if (cache) {
+      cache->keys[i] = new_key;
+      cache->values[i] = new_value;
+    }
+  }
+  return model_->norm(h);
+}
+
+torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  return run(input_ids, attention_mask, nullptr);
+}
+
+torch::Tensor CausalLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  return torch::nn::functional::linear(run(input_ids, attention_mask, nullptr), lm_head_weight());
+}
+
+torch::Tensor CausalLMImpl::forward_step(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                         KvCache& cache) {
+  return torch::nn::functional::linear(run(input_ids, attention_mask, &cache), lm_head_weight());
+}
+
+void CausalLMImpl::load_hf_state(const std::map<std::string, torch::Tensor>& tensors, bool strict) {
+  torch::NoGradGuard no_grad;
+  std::set<std::string> used;
+  for (auto& p : named_parameters()) {
+    auto it = tensors.find(p.key());
+    GRPO_CHECK(it != tensors.end(), "CausalLM: checkpoint has no tensor \"{}\"", p.key());
+    GRPO_CHECK(it->second.sizes() == p.value().sizes(), "CausalLM: tensor \"{}\" has shape {} but the model expects {}",
+               p.key(), shape_str(it->second), shape_str(p.value()));
+    p.value().copy_(it->second);
+    used.insert(p.key());
+  }
+  if (!strict) return;
+  for (const auto& [name, t] : tensors) {
+    const bool ignorable = (name == "lm_head.weight" && config_.tie_word_embeddings) ||
+                           name.find("rotary_emb.inv_freq") != std::string::npos;
+    GRPO_CHECK(used.count(name) || ignorable, "CausalLM: checkpoint tensor \"{}\" has no place in a {} model", name,
+               to_string(config_.architecture));
+  }
+}
+
+std::map<std::string, torch::Tensor> CausalLMImpl::hf_state() const {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& p : named_parameters()) out.emplace(p.key(), p.value().detach());
+  return out;
+}
+
+CausalLM from_pretrained(const std::filesystem::path& directory, std::optional<torch::ScalarType> dtype,
+                         torch::Device device) {
+  auto config = ModelConfig::from_file(directory / "config.json");
+  const auto target = dtype.value_or(config.dtype);
+  auto tensors = io::load_checkpoint_tensors(directory);
+  CausalLM model(config);
+  model->to(target);
+  try {
+    model->load_hf_state(tensors);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", directory.string(), e.what()));
+  }
+  model->to(device);
+  model->eval();
+  return model;
+}
+
+void save_pretrained(const CausalLM& model, const std::filesystem::path& directory, int64_t max_shard_bytes) {
+  std::filesystem::create_directories(directory);
+  auto config = model->config();
+  config.dtype = model->lm_head_weight().scalar_type();
+  io::save_checkpoint_tensors(directory, model->hf_state(), max_shard_bytes);
+  const auto path = directory / "config.json";
+  auto tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << config.to_json();
+    GRPO_CHECK(out.good(), "save_pretrained: cannot write {}", tmp.string());
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace grpo::models

@@ -252,6 +252,15 @@ std::map<std::string, torch::Tensor> CausalLMImpl::hf_state() const {
   return out;
 }
 
+CausalLM deep_copy(const CausalLM& model) {
+  CausalLM copy(model->config());
+  const auto reference = model->lm_head_weight();
+  copy->to(reference.device(), reference.scalar_type());
+  copy->load_hf_state(model->hf_state());
+  copy->train(model->is_training());
+  return copy;
+}
+
 CausalLM from_pretrained(const std::filesystem::path& directory, std::optional<torch::ScalarType> dtype,
                          torch::Device device) {
   auto config = ModelConfig::from_file(directory / "config.json");

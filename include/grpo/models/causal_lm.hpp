@@ -81,6 +81,8 @@ TORCH_MODULE(Decoder);
 /// "model.layers.0.self_attn.q_proj.weight"; with tied embeddings there is no "lm_head.weight" parameter.
 class CausalLMImpl : public torch::nn::Module {
  public:
+  using Cache = KvCache;  ///< what grpo::SupportsKvCache looks for
+
   explicit CausalLMImpl(ModelConfig config);
 
   /// Logits [B, T, V] (dtype of the weights) for input_ids [B, T] int64; attention_mask [B, T] (undefined = all 1).
@@ -110,6 +112,10 @@ class CausalLMImpl : public torch::nn::Module {
   torch::Tensor inv_freq_;  // [D/2] fp64, not a parameter
 };
 TORCH_MODULE(CausalLM);
+
+/// A deep copy: a new model with the same config and copies of every parameter (same dtype and device).
+/// Found by argument-dependent lookup from grpo::Policy::frozen_copy.
+CausalLM deep_copy(const CausalLM& model);
 
 /// Loads config.json and the safetensors weights (single or sharded) of a checkpoint directory into a new model in
 /// the requested dtype (default: the config's torch_dtype) on the requested device, in eval mode.

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a policy model must offer, as C++20 concepts. A policy is any LibTorch module holder (e.g. a TORCH_MODULE
+// type); no base class is imposed. Policy<Model> and Sampler check these with static_asserts whose messages say
+// which member is missing.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <concepts>
+#include <type_traits>
+#include <utility>
+
+namespace grpo {
+
+/// The module type behind a holder (CausalLMImpl for CausalLM): what `*model` refers to.
+template <typename ModelType>
+using ModuleOf = std::remove_cvref_t<decltype(*std::declval<ModelType&>())>;
+
+/// model->forward(input_ids [B, T] int64, attention_mask [B, T]) returns logits [B, T, V].
+template <typename ModelType>
+concept CausalLanguageModel = requires(ModelType model, const torch::Tensor& ids, const torch::Tensor& mask) {
+  { model->forward(ids, mask) } -> std::convertible_to<torch::Tensor>;
+};
+
+/// Also exposes the final hidden states [B, T, H] and the lm_head weight [V, H], so log-probs can be computed from
+/// hidden states for the completion positions only (and by fused kernels) instead of from full logits.
+template <typename ModelType>
+concept ExposesHiddenStates = CausalLanguageModel<ModelType> &&
+    requires(ModelType model, const torch::Tensor& ids, const torch::Tensor& mask) {
+  { model->hidden_states(ids, mask) } -> std::convertible_to<torch::Tensor>;
+  { model->lm_head_weight() } -> std::convertible_to<torch::Tensor>;
+};
+
+/// Also decodes incrementally: the module type names its cache type `Cache` (default-constructible) and
+/// model->forward_step(new_ids [B, T], attention_mask [B, cached + T], cache&) returns logits [B, T, V] for the new
+/// tokens, appending to the cache.
+template <typename ModelType>
+concept SupportsKvCache = CausalLanguageModel<ModelType> && requires(ModelType model, const torch::Tensor& ids,
+                                                                      const torch::Tensor& mask) {
+  typename ModuleOf<ModelType>::Cache;
+  requires std::default_initializable<typename ModuleOf<ModelType>::Cache>;
+  requires requires(typename ModuleOf<ModelType>::Cache& cache) {
+    { model->forward_step(ids, mask, cache) } -> std::convertible_to<torch::Tensor>;
+  };
+};
+
+}  // namespace grpo

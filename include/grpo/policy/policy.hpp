@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// Policy<Model>: per-token log-probs and entropy of a rollout's completions under a model, and the frozen reference
+// copy for the KL term.
+#pragma once
+
+#include <grpo/core/error.hpp>
+#include <grpo/core/tensor_checks.hpp>
+#include <grpo/logprob/token_log_probs.hpp>
+#include <grpo/policy/causal_lm_concepts.hpp>
+#include <grpo/policy/rollout.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+namespace grpo {
+
+/// Deep copy of a LibTorch module holder whose module is torch::nn::Cloneable. Models that are not Cloneable
+/// provide an overload found by argument-dependent lookup (grpo::models::deep_copy for CausalLM).
+template <typename ModelType>
+ModelType deep_copy(const ModelType& model) {
+  auto copy = std::dynamic_pointer_cast<ModuleOf<ModelType>>(model->clone());
+  GRPO_CHECK(copy != nullptr, "deep_copy: the model's clone() did not return its own type");
+  return ModelType(copy);
+}
+
+struct PolicyOptions {
+  /// Sampling temperature; logits are divided by it exactly as the sampler does.
+  double temperature = 1.0;
+  /// Sequences per forward pass (bounds the [chunk, T, V] logits held at once); 0 = the whole batch.
+  int64_t chunk_sequences = 8;
+  /// Rows per chunk inside token_log_probs (0 = automatic).
+  int64_t chunk_rows = 0;
+};
+
+/// A policy: any model meeting CausalLanguageModel, plus temperature and chunking. Models that expose hidden states
+/// (ExposesHiddenStates) get logits computed only at completion positions.
+template <typename ModelType>
+class Policy {
+  static_assert(CausalLanguageModel<ModelType>,
+                "grpo::Policy<Model>: Model must be a module holder with forward(input_ids [B, T] int64, "
+                "attention_mask [B, T]) returning logits [B, T, V]");
+
+ public:
+  explicit Policy(ModelType model, PolicyOptions options = {}) : model_(std::move(model)), options_(options) {
+    GRPO_CHECK_CONFIG(options_.temperature > 0, "PolicyOptions: temperature must be > 0, got {}", options_.temperature);
+    GRPO_CHECK_CONFIG(options_.chunk_sequences >= 0, "PolicyOptions: chunk_sequences must be >= 0, got {}",
+                      options_.chunk_sequences);
+  }
+
+  ModelType& model() { return model_; }
+  const ModelType& model() const { return model_; }
+  const PolicyOptions& options() const { return options_; }
+
+  /// log p(completion token | prefix) [B, Tc] (and entropy [B, Tc] when asked), with grad unless under NoGradGuard.
+  /// The logit at position Tp + t − 1 predicts completion token t. Padded completion positions get finite values
+  /// that the caller masks with rollout.completion_mask.
+  TokenLogProbs token_log_probs(const Rollout& rollout, bool with_entropy = false) {
+    check_rollout(rollout);
+    const int64_t batch = rollout.batch_size(), tp = rollout.prompt_length(), tc = rollout.completion_length();
+    const int64_t chunk = options_.chunk_sequences > 0 ? options_.chunk_sequences : std::max<int64_t>(batch, 1);
+    const auto ids = rollout.input_ids(), mask = rollout.attention_mask();
+    std::vector<torch::Tensor> log_probs, entropies;
+    for (int64_t start = 0; start < batch; start += chunk) {
+      const int64_t rows = std::min(chunk, batch - start);
+      auto chunk_ids = ids.narrow(0, start, rows), chunk_mask = mask.narrow(0, start, rows);
+      torch::Tensor logits;
+      if constexpr (ExposesHiddenStates<ModelType>) {
+        auto hidden = model_->hidden_states(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
+        logits = torch::matmul(hidden, model_->lm_head_weight().t());
+      } else {
+        logits = model_->forward(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
+      }
+      auto out = grpo::token_log_probs(logits, rollout.completion_ids.narrow(0, start, rows),
+                                       {.temperature = options_.temperature,
+                                        .chunk_rows = options_.chunk_rows,
+                                        .with_entropy = with_entropy});
+      log_probs.push_back(out.log_probs);
+      if (with_entropy) entropies.push_back(out.entropy);
+    }
+    TokenLogProbs result;
+    result.log_probs = torch::cat(log_probs, 0);
+    if (with_entropy) result.entropy = torch::cat(entropies, 0);
+    return result;
+  }
+
+  /// A frozen deep copy (no grad, eval mode) for reference log-probs.
+  Policy frozen_copy() const {
+    ModelType copy = deep_copy_of(model_);
+    for (auto& p : copy->parameters()) p.set_requires_grad(false);
+    copy->eval();
+    return Policy(copy, options_);
+  }
+
+  /// Moves this (reference) policy towards `policy`: θ_ref ← α·θ + (1 − α)·θ_ref (TR-DPO soft update; α = 1 is a
+  /// hard sync, as TRL's sync_ref_model with ref_model_mixup_alpha). Parameters must match by name and shape.
+  void sync_from(const Policy& policy, double alpha = 1.0) {
+    GRPO_CHECK_CONFIG(alpha >= 0.0 && alpha <= 1.0, "Policy::sync_from: alpha must be in [0, 1], got {}", alpha);
+    torch::NoGradGuard no_grad;
+    auto source = policy.model_->named_parameters();
+    for (auto& p : model_->named_parameters()) {
+      const auto* from = source.find(p.key());
+      GRPO_CHECK(from != nullptr && from->sizes() == p.value().sizes(),
+                 "Policy::sync_from: parameter \"{}\" is missing or differs in shape", p.key());
+      p.value().mul_(1.0 - alpha).add_(from->to(p.value().scalar_type()), alpha);
+    }
+  }
+
+ private:
+  static ModelType deep_copy_of(const ModelType& model) {
+    using grpo::deep_copy;
+    return deep_copy(model);
+  }
+
+  static void check_rollout(const Rollout& r) {
+    GRPO_CHECK(r.prompt_ids.defined() && r.prompt_ids.dim() == 2 && r.prompt_ids.size(1) >= 1,
+               "Policy: rollout.prompt_ids must be [B, Tp] with Tp >= 1, got {}", shape_str(r.prompt_ids));
+    detail::check_same_shape(r.prompt_ids, "rollout.prompt_ids", r.prompt_mask, "rollout.prompt_mask", "Policy");
+    detail::check_same_shape(r.completion_ids, "rollout.completion_ids", r.completion_mask, "rollout.completion_mask",
+                             "Policy");
+    GRPO_CHECK(r.completion_ids.size(0) == r.prompt_ids.size(0),
+               "Policy: rollout.completion_ids has {} rows but rollout.prompt_ids has {}", r.completion_ids.size(0),
+               r.prompt_ids.size(0));
+  }
+
+  ModelType model_;
+  PolicyOptions options_;
+};
+
+}  // namespace grpo

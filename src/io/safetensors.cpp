@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
 #include <grpo/core/json_quote.hpp>
+#include <grpo/io/atomic_file.hpp>
 #include <grpo/io/safetensors.hpp>
 
 #include <simdjson.h>
@@ -206,21 +207,14 @@ void save_safetensors(const std::filesystem::path& path, const std::map<std::str
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  auto tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    GRPO_CHECK(out.good(), "save_safetensors: cannot write {}", tmp.string());
+  write_file_atomically(path, [&](std::ostream& out) {
     const uint64_t header_size = header.size();
     out.write(reinterpret_cast<const char*>(&header_size), 8);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     for (const auto& t : data) {
       out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
     }
-    out.flush();
-    GRPO_CHECK(out.good(), "save_safetensors: writing {} failed", tmp.string());
-  }
-  std::filesystem::rename(tmp, path);
+  });
 }
 
 std::map<std::string, torch::Tensor> load_checkpoint_tensors(const std::filesystem::path& directory) {
@@ -290,10 +284,7 @@ void save_checkpoint_tensors(const std::filesystem::path& directory, const std::
     }
   }
   index += "}}\n";
-  auto tmp = index_path;
-  tmp += ".tmp";
-  std::ofstream(tmp, std::ios::trunc) << index;
-  std::filesystem::rename(tmp, index_path);
+  write_file_atomically(index_path, [&](std::ostream& out) { out << index; });
 }
 
 }  // namespace grpo::io

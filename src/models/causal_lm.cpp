@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
+#include <grpo/io/atomic_file.hpp>
 #include <grpo/io/safetensors.hpp>
 #include <grpo/models/causal_lm.hpp>
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <set>
 
@@ -283,15 +283,7 @@ void save_pretrained(const CausalLM& model, const std::filesystem::path& directo
   auto config = model->config();
   config.dtype = model->lm_head_weight().scalar_type();
   io::save_checkpoint_tensors(directory, model->hf_state(), max_shard_bytes);
-  const auto path = directory / "config.json";
-  auto tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << config.to_json();
-    GRPO_CHECK(out.good(), "save_pretrained: cannot write {}", tmp.string());
-  }
-  std::filesystem::rename(tmp, path);
+  io::write_file_atomically(directory / "config.json", [&](std::ostream& out) { out << config.to_json(); });
 }
 
 }  // namespace grpo::models

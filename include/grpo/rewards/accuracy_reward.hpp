@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// The accuracy reward: is the completion's final answer equal to the dataset row's gold answer, judged by the math
+// verifier (grpo::math; docs/math_verifier.md). Also the correctness judge the cosine and length rewards use.
+//
+// Extraction follows open-r1/TRL `accuracy_reward` (algorithms.md B1, B3; math_verify.md §1.1): the gold is parsed
+// with Math-Verify's default targets, the completion with LaTeX extraction, boxed first and no anchor-free matches
+// (grpo::math::open_r1_accuracy()), plus the R1-Zero extras: only the last <answer>…</answer> span when present,
+// "the final answer is …", and GSM8K's "#### N" (on both sides, so a raw GSM8K worked solution is a valid gold).
+#pragma once
+
+#include <grpo/rewards/reward_function.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace grpo::rewards {
+
+/// The verdict of a correctness judge on one completion.
+enum class Correctness {
+  correct,
+  wrong,
+  no_gold,  ///< the row has no gold field, or the gold answer cannot be parsed
+  timeout,  ///< the verifier gave up at the scoring deadline (or could not decide)
+};
+
+/// Decides whether a completion is correct. Called concurrently; must honour context.deadline where it can.
+using CorrectnessJudge = std::function<Correctness(const Completion&, const ScoringContext&)>;
+
+struct AccuracyOptions {
+  /// Row fields holding the gold answer, tried in order; the first present one is used. A list field holds
+  /// several acceptable answers (correct if any matches, as rLLM's multi-answer ground truth).
+  std::vector<std::string> gold_fields = {"solution", "ground_truth", "answer"};
+  /// Value for Correctness::no_gold. std::nullopt (no value) as TRL/open-r1; the seed recipe's neutral 0.5 is an
+  /// option.
+  std::optional<float> no_gold_value = std::nullopt;
+  /// R1-Zero: when the completion contains <answer>…</answer>, only the last such span is searched.
+  bool answer_tags = true;
+};
+
+/// The default judge: grpo::math extraction and verification with the deadline of the scoring context.
+CorrectnessJudge math_correctness(AccuracyOptions options = {});
+
+/// 1 for a correct completion, 0 for a wrong one; no_gold → AccuracyOptions::no_gold_value; timeout → no value.
+/// `judge` replaces the math verifier (for other domains, or to test without it); null = math_correctness(options).
+class AccuracyReward final : public RewardFunction {
+ public:
+  explicit AccuracyReward(AccuracyOptions options = {}, CorrectnessJudge judge = {});
+  std::string name() const override { return "accuracy"; }
+  std::vector<std::optional<float>> score(std::span<const Completion> batch,
+                                          const ScoringContext& context) const override;
+  const AccuracyOptions& options() const { return options_; }
+
+ private:
+  AccuracyOptions options_;
+  CorrectnessJudge judge_;
+};
+
+}  // namespace grpo::rewards

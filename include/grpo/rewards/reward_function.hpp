@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reward interface: what a completion record holds, the cooperative scoring deadline, the virtual
+// RewardFunction, and make_reward, the adapter that turns any callable into one.
+//
+// Rewards are torch-free on purpose: a reward is plain text processing (std::string, token ids as int64_t, one
+// std::optional<float> per completion), so reward code builds fast and is usable without LibTorch. A missing value
+// (std::nullopt) means "cannot judge" (the gold answer did not parse, the verifier timed out): it is excluded from
+// group statistics, as TRL does with None (algorithms.md B1); write it as NaN in a reward matrix with
+// rewards::with_nan (reward_set.hpp) before handing the matrix to GroupAdvantage.
+#pragma once
+
+#include <grpo/core/error.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace grpo::rewards {
+
+/// One field of a dataset row. Strings stay strings; JSON numbers and booleans (as 0/1) become double; a list of
+/// strings (several gold answers, test inputs) is a vector; anything nested deeper (objects, lists of objects) is
+/// kept as its JSON text in a std::string, for the reward that knows its shape to parse.
+using FieldValue = std::variant<std::string, double, std::vector<std::string>>;
+
+/// The dataset row a prompt came from, as a small string-keyed map: ground truth / solution / answer, the domain
+/// tag, test cases, ... Shared (read-only) by the G completions of one prompt.
+class Row {
+ public:
+  Row() = default;
+  Row(std::initializer_list<std::pair<const std::string, FieldValue>> fields) : fields_(fields) {}
+
+  /// Parses a dataset row, one JSON object such as a JSONL line (ROLL, GSM8K, ...): strings, numbers, booleans (as
+  /// 0/1) and lists of strings become fields; null fields are left out; objects and other lists keep their JSON text
+  /// (ROLL's `messages` is already a JSON string and stays one). Throws grpo::ParseError for invalid JSON or a value
+  /// that is not an object.
+  static Row from_json(std::string_view json_object);
+
+  /// Sets (or replaces) a field.
+  void set(std::string key, FieldValue value) { fields_.insert_or_assign(std::move(key), std::move(value)); }
+
+  /// The field, or nullptr when absent.
+  const FieldValue* find(std::string_view key) const {
+    auto it = fields_.find(key);
+    return it == fields_.end() ? nullptr : &it->second;
+  }
+
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+
+  /// The field as text: a string as is, a number in its shortest round-trip form (18.0 → "18"); nullopt for an
+  /// absent field or a list.
+  std::optional<std::string> text(std::string_view key) const {
+    const FieldValue* value = find(key);
+    if (value == nullptr) return std::nullopt;
+    if (const auto* string = std::get_if<std::string>(value)) return *string;
+    if (const auto* number = std::get_if<double>(value)) return fmt::format("{}", *number);
+    return std::nullopt;
+  }
+
+  const std::map<std::string, FieldValue, std::less<>>& fields() const { return fields_; }
+
+ private:
+  std::map<std::string, FieldValue, std::less<>> fields_;
+};
+
+/// One sampled completion and what a reward may need to judge it.
+struct Completion {
+  std::string prompt;                     ///< the prompt text as the model saw it (after the chat template)
+  std::string text;                       ///< the decoded completion (may be empty, huge, or invalid UTF-8)
+  std::vector<std::int64_t> token_ids;    ///< the completion's token ids (may be empty when only text is known)
+  bool truncated = false;                 ///< generation stopped at the length limit (no EOS)
+  std::size_t group = 0;                  ///< index of the prompt this answers; rewards comparing siblings use it
+  std::shared_ptr<const Row> row;         ///< the dataset row (may be null: rewards needing it give no value)
+};
+
+/// Passed to every score call. Rewards doing long work (the verifier, code execution) check `expired()` at their
+/// checkpoints and give up with no value; the executor also protects against rewards that never check.
+struct ScoringContext {
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+  bool expired() const { return std::chrono::steady_clock::now() >= deadline; }
+};
+
+/// How a reward may be split into calls. Most rewards judge each completion alone; some compare siblings (the
+/// Kimi 1.5 length reward uses the group's shortest and longest completions) and must see the whole batch.
+enum class RewardScope {
+  completion,  ///< score(batch) == concatenation of score(part) for any split: the executor may split freely
+  batch,       ///< values depend on the other completions: the executor always passes the whole batch in one call
+};
+
+/// A reward function: `score` returns one optional value per completion of the batch, in order.
+///
+/// Requirements: `score` is const and may be called concurrently from several threads (the executor scores
+/// completions in parallel), so a stateful reward synchronises its own state. Bad model text is a score, not an
+/// error: a reward returns a value (or no value) for every completion, and throws only for misuse.
+class RewardFunction {
+ public:
+  virtual ~RewardFunction() = default;
+
+  /// The name used in metrics ("rewards/<name>/mean") and in configs.
+  virtual std::string name() const = 0;
+
+  /// One value per completion; std::nullopt = cannot judge. The result's size must equal batch.size().
+  virtual std::vector<std::optional<float>> score(std::span<const Completion> batch,
+                                                  const ScoringContext& context) const = 0;
+
+  virtual RewardScope scope() const { return RewardScope::completion; }
+};
+
+/// Rewards are shared: a RewardSet, a router and work abandoned by the executor after a budget overrun may all
+/// hold the same one.
+using RewardPtr = std::shared_ptr<const RewardFunction>;
+
+namespace detail {
+
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+template <typename ValueType>
+std::optional<float> to_optional_float(ValueType&& value) {
+  using Plain = std::remove_cvref_t<ValueType>;
+  if constexpr (IsOptional<Plain>::value) {
+    if (!value.has_value()) return std::nullopt;
+    return static_cast<float>(*value);
+  } else {
+    return static_cast<float>(value);
+  }
+}
+
+/// Throws grpo::Error when a reward broke its contract of one value per completion.
+inline void check_result_size(const RewardFunction& reward, std::size_t values, std::size_t completions) {
+  GRPO_CHECK(values == completions, "reward '{}' returned {} values for a batch of {} completions", reward.name(),
+             values, completions);
+}
+
+/// The reward built by make_reward: adapts one of the callable shapes documented there.
+template <typename CallableType>
+class CallableReward final : public RewardFunction {
+ public:
+  CallableReward(std::string name, CallableType callable, RewardScope scope)
+      : name_(std::move(name)), callable_(std::move(callable)), scope_(scope) {}
+
+  std::string name() const override { return name_; }
+  RewardScope scope() const override { return scope_; }
+
+  std::vector<std::optional<float>> score(std::span<const Completion> batch,
+                                          const ScoringContext& context) const override {
+    using Batch = std::span<const Completion>;
+    if constexpr (std::is_invocable_v<const CallableType&, Batch, const ScoringContext&>) {
+      return callable_(batch, context);
+    } else if constexpr (std::is_invocable_v<const CallableType&, Batch>) {
+      return callable_(batch);
+    } else {
+      std::vector<std::optional<float>> values;
+      values.reserve(batch.size());
+      for (const Completion& completion : batch) {
+        if constexpr (std::is_invocable_v<const CallableType&, const Completion&, const ScoringContext&>) {
+          values.push_back(to_optional_float(callable_(completion, context)));
+        } else {
+          values.push_back(to_optional_float(callable_(completion)));
+        }
+      }
+      return values;
+    }
+  }
+
+ private:
+  std::string name_;
+  CallableType callable_;
+  RewardScope scope_;
+};
+
+}  // namespace detail
+
+/// Turns a callable into a reward. Accepted shapes (checked in this order):
+///   std::vector<std::optional<float>>(std::span<const Completion>, const ScoringContext&)   whole batch
+///   std::vector<std::optional<float>>(std::span<const Completion>)                           whole batch
+///   R(const Completion&, const ScoringContext&)    per completion, R = float, double, or std::optional of either
+///   R(const Completion&)                           per completion
+/// The callable is invoked through a const reference, possibly from several threads at once.
+///
+///   auto brevity = grpo::rewards::make_reward("brevity", [](const Completion& c) { return c.text.size() < 200; });
+template <typename CallableType>
+RewardPtr make_reward(std::string name, CallableType callable, RewardScope scope = RewardScope::completion) {
+  using Batch = std::span<const Completion>;
+  static_assert(std::is_invocable_v<const CallableType&, Batch, const ScoringContext&> ||
+                    std::is_invocable_v<const CallableType&, Batch> ||
+                    std::is_invocable_v<const CallableType&, const Completion&, const ScoringContext&> ||
+                    std::is_invocable_v<const CallableType&, const Completion&>,
+                "make_reward needs a callable taking (std::span<const Completion>[, const ScoringContext&]) or "
+                "(const Completion&[, const ScoringContext&])");
+  GRPO_CHECK_CONFIG(!name.empty(), "make_reward: the reward name must not be empty");
+  return std::make_shared<detail::CallableReward<CallableType>>(std::move(name), std::move(callable), scope);
+}
+
+}  // namespace grpo::rewards

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+// The accuracy reward and the math correctness judge (see accuracy_reward.hpp).
+#include <grpo/math/verify.hpp>
+#include <grpo/rewards/accuracy_reward.hpp>
+
+#include <utility>
+
+namespace grpo::rewards {
+namespace {
+
+// The gold answers of the first present gold field: one for a string or number, several for a list.
+std::vector<std::string> gold_answers(const Completion& completion, const std::vector<std::string>& fields) {
+  if (!completion.row) return {};
+  for (const std::string& field : fields) {
+    const FieldValue* value = completion.row->find(field);
+    if (value == nullptr) continue;
+    if (const auto* list = std::get_if<std::vector<std::string>>(value)) return *list;
+    if (auto text = completion.row->text(field)) return {std::move(*text)};
+  }
+  return {};
+}
+
+}  // namespace
+
+CorrectnessJudge math_correctness(AccuracyOptions options) {
+  return [options = std::move(options)](const Completion& completion, const ScoringContext& context) {
+    math::VerifyOptions verify_options = math::open_r1_accuracy();
+    verify_options.deadline = context.deadline;
+    verify_options.pred.answer_tags = options.answer_tags;
+    bool gold_parsed = false;
+    bool timed_out = false;
+    for (const std::string& gold : gold_answers(completion, options.gold_fields)) {
+      if (math::extract_answers(gold, verify_options.gold).empty()) continue;
+      gold_parsed = true;
+      switch (math::verify(gold, completion.text, verify_options)) {
+        case math::Verdict::equal:
+          return Correctness::correct;
+        case math::Verdict::timeout:
+          timed_out = true;
+          break;
+        case math::Verdict::not_equal:
+        case math::Verdict::unknown:  // undecidable within the verifier's limits: scored as wrong (Math-Verify)
+          break;
+      }
+    }
+    if (!gold_parsed) return Correctness::no_gold;
+    return timed_out ? Correctness::timeout : Correctness::wrong;
+  };
+}
+
+AccuracyReward::AccuracyReward(AccuracyOptions options, CorrectnessJudge judge)
+    : options_(std::move(options)), judge_(judge ? std::move(judge) : math_correctness(options_)) {}
+
+std::vector<std::optional<float>> AccuracyReward::score(std::span<const Completion> batch,
+                                                        const ScoringContext& context) const {
+  std::vector<std::optional<float>> values;
+  values.reserve(batch.size());
+  for (const Completion& completion : batch) {
+    switch (judge_(completion, context)) {
+      case Correctness::correct:
+        values.emplace_back(1.0f);
+        break;
+      case Correctness::wrong:
+        values.emplace_back(0.0f);
+        break;
+      case Correctness::no_gold:
+        values.push_back(options_.no_gold_value);
+        break;
+      case Correctness::timeout:
+        values.emplace_back(std::nullopt);
+        break;
+    }
+  }
+  return values;
+}
+
+}  // namespace grpo::rewards

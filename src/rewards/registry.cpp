@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reward options, the registry, and the factories of the built-in rewards (see registry.hpp, docs/rewards.md).
+#include <grpo/core/error.hpp>
+#include <grpo/rewards/accuracy_reward.hpp>
+#include <grpo/rewards/format_rewards.hpp>
+#include <grpo/rewards/length_rewards.hpp>
+#include <grpo/rewards/registry.hpp>
+#include <grpo/rewards/repetition_reward.hpp>
+#include <grpo/rewards/tag_router.hpp>
+
+#include "json_config.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <utility>
+
+namespace grpo::rewards {
+namespace {
+
+std::string describe(const OptionValue& value) {
+  struct Describe {
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(double d) const { return fmt::format("{}", d); }
+    std::string operator()(const std::string& s) const { return fmt::format("\"{}\"", s); }
+    std::string operator()(const std::vector<std::string>& list) const {
+      return fmt::format("[\"{}\"]", fmt::join(list, "\", \""));
+    }
+    std::string operator()(const JsonText& json) const { return json.text.substr(0, 80); }
+  };
+  return std::visit(Describe{}, value);
+}
+
+template <typename ValueType>
+const ValueType& expect(const OptionValue& value, std::string_view key, std::string_view type_name) {
+  const auto* typed = std::get_if<ValueType>(&value);
+  GRPO_CHECK_CONFIG(typed != nullptr, "option '{}' must be {}, got {}", key, type_name, describe(value));
+  return *typed;
+}
+
+}  // namespace
+
+RewardOptions::RewardOptions(std::string reward_name, std::map<std::string, OptionValue, std::less<>> values,
+                             std::string context)
+    : reward_name_(std::move(reward_name)), values_(std::move(values)), context_(std::move(context)) {}
+
+RewardOptions RewardOptions::from_json(std::string_view json_object, std::string context) {
+  std::map<std::string, OptionValue, std::less<>> values;
+  for (auto& [key, value] : detail::parse_json_object(json_object, context)) values.emplace(key, std::move(value));
+  auto name = values.find("name");
+  GRPO_CHECK_CONFIG(name != values.end(), "{}: missing the reward's \"name\"", context);
+  const auto* name_text = std::get_if<std::string>(&name->second);
+  GRPO_CHECK_CONFIG(name_text != nullptr, "{}: \"name\" must be a string, got {}", context, describe(name->second));
+  std::string reward_name = *name_text;
+  values.erase(name);
+  return RewardOptions(std::move(reward_name), std::move(values), std::move(context));
+}
+
+const OptionValue* RewardOptions::lookup(std::string_view key) const {
+  used_[std::string(key)] = true;
+  auto it = values_.find(key);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+void RewardOptions::mark_used(std::string_view key) const { used_[std::string(key)] = true; }
+
+double RewardOptions::number(std::string_view key, double fallback) const {
+  return optional_number(key).value_or(fallback);
+}
+
+std::optional<double> RewardOptions::optional_number(std::string_view key) const {
+  const OptionValue* value = lookup(key);
+  if (value == nullptr) return std::nullopt;
+  return expect<double>(*value, key, "a number");
+}
+
+std::size_t RewardOptions::count(std::string_view key, std::size_t fallback) const {
+  const OptionValue* value = lookup(key);
+  if (value == nullptr) return fallback;
+  const double number = expect<double>(*value, key, "a non-negative integer");
+  GRPO_CHECK_CONFIG(number >= 0.0 && number <= 9007199254740992.0 && std::floor(number) == number,
+                    "option '{}' must be a non-negative integer, got {}", key, number);
+  return static_cast<std::size_t>(number);
+}
+
+bool RewardOptions::flag(std::string_view key, bool fallback) const {
+  const OptionValue* value = lookup(key);
+  return value == nullptr ? fallback : expect<bool>(*value, key, "true or false");
+}
+
+std::string RewardOptions::text(std::string_view key, std::string fallback) const {
+  const OptionValue* value = lookup(key);
+  return value == nullptr ? fallback : expect<std::string>(*value, key, "a string");
+}
+
+std::string RewardOptions::choice(std::string_view key, std::string fallback,
+                                  std::initializer_list<std::string_view> allowed) const {
+  std::string chosen = text(key, std::move(fallback));
+  for (std::string_view name : allowed) {
+    if (name == chosen) return chosen;
+  }
+  throw ConfigError(fmt::format("option '{}' must be one of \"{}\", got \"{}\"", key, fmt::join(allowed, "\", \""),
+                                chosen));
+}
+
+std::vector<std::string> RewardOptions::text_list(std::string_view key, std::vector<std::string> fallback) const {
+  const OptionValue* value = lookup(key);
+  if (value == nullptr) return fallback;
+  if (const auto* single = std::get_if<std::string>(value)) return {*single};
+  return expect<std::vector<std::string>>(*value, key, "a string or a list of strings");
+}
+
+std::optional<std::string> RewardOptions::object(std::string_view key) const {
+  const OptionValue* value = lookup(key);
+  if (value == nullptr) return std::nullopt;
+  const std::string& json = expect<JsonText>(*value, key, "a JSON object").text;
+  GRPO_CHECK_CONFIG(detail::first_json_char(json) == '{', "option '{}' must be a JSON object, got {}", key,
+                    json.substr(0, 80));
+  return json;
+}
+
+void RewardOptions::check_all_used() const {
+  for (const auto& [key, value] : values_) {
+    if (used_.count(key) != 0) continue;
+    std::vector<std::string_view> known;
+    for (const auto& [name, read] : used_) known.push_back(name);
+    if (known.empty()) throw ConfigError(fmt::format("unknown option '{}' (this reward takes no options)", key));
+    throw ConfigError(fmt::format("unknown option '{}' (valid options: {})", key, fmt::join(known, ", ")));
+  }
+}
+
+void RewardRegistry::add(std::string name, RewardFactory factory) {
+  GRPO_CHECK_CONFIG(!name.empty(), "RewardRegistry::add: the reward name must not be empty");
+  GRPO_CHECK_CONFIG(factory != nullptr, "RewardRegistry::add: the factory for '{}' is null", name);
+  GRPO_CHECK_CONFIG(!contains(name), "RewardRegistry::add: a reward named '{}' is already registered", name);
+  factories_.emplace(std::move(name), std::move(factory));
+}
+
+std::vector<std::string> RewardRegistry::names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : factories_) names.push_back(name);
+  return names;
+}
+
+RewardPtr RewardRegistry::create(const RewardOptions& options) const {
+  auto it = factories_.find(options.reward_name());
+  GRPO_CHECK_CONFIG(it != factories_.end(), "{}: unknown reward '{}'; valid names: {}", options.context(),
+                    options.reward_name(), fmt::join(names(), ", "));
+  try {
+    RewardPtr reward = it->second(options, *this);
+    GRPO_CHECK_CONFIG(reward != nullptr, "the factory returned null");
+    options.check_all_used();
+    return reward;
+  } catch (const ConfigError& error) {
+    throw ConfigError(fmt::format("{} ({}): {}", options.context(), options.reward_name(), error.what()));
+  }
+}
+
+RewardPtr RewardRegistry::create(std::string_view json_object) const {
+  return create(RewardOptions::from_json(json_object));
+}
+
+namespace {
+
+LengthUnit length_unit(const RewardOptions& options, std::string fallback) {
+  return options.choice("unit", std::move(fallback), {"chars", "tokens"}) == "chars" ? LengthUnit::chars
+                                                                                      : LengthUnit::tokens;
+}
+
+std::optional<float> optional_float(const RewardOptions& options, std::string_view key) {
+  const auto value = options.optional_number(key);
+  return value ? std::optional<float>(static_cast<float>(*value)) : std::nullopt;
+}
+
+AccuracyOptions accuracy_options(const RewardOptions& options) {
+  AccuracyOptions accuracy;
+  accuracy.gold_fields = options.text_list("gold_fields", accuracy.gold_fields);
+  accuracy.answer_tags = options.flag("answer_tags", accuracy.answer_tags);
+  return accuracy;
+}
+
+RewardPtr make_accuracy(const RewardOptions& options, const RewardRegistry&) {
+  AccuracyOptions accuracy = accuracy_options(options);
+  accuracy.no_gold_value = optional_float(options, "no_gold_value");
+  return std::make_shared<AccuracyReward>(std::move(accuracy));
+}
+
+RewardPtr make_format(const RewardOptions& options, const RewardRegistry&) {
+  FormatOptions format;
+  format.style = options.choice("style", "r1_zero", {"r1_zero", "open_r1"}) == "r1_zero" ? FormatStyle::r1_zero
+                                                                                        : FormatStyle::open_r1;
+  return std::make_shared<FormatReward>(format);
+}
+
+RewardPtr make_tag_count(const RewardOptions&, const RewardRegistry&) { return std::make_shared<TagCountReward>(); }
+
+RewardPtr make_reasoning_steps(const RewardOptions& options, const RewardRegistry&) {
+  ReasoningStepsOptions steps;
+  steps.line_anchor = options.choice("line_anchor", "every_line", {"every_line", "string_start"}) == "every_line"
+                          ? StepLineAnchor::every_line
+                          : StepLineAnchor::string_start;
+  steps.target_steps = options.number("target_steps", steps.target_steps);
+  return std::make_shared<ReasoningStepsReward>(steps);
+}
+
+RewardPtr make_cosine(const RewardOptions& options, const RewardRegistry&) {
+  CosineOptions cosine;
+  cosine.max_len = options.number("max_len", cosine.max_len);
+  cosine.min_value_wrong = options.number("min_value_wrong", cosine.min_value_wrong);
+  cosine.max_value_wrong = options.number("max_value_wrong", cosine.max_value_wrong);
+  cosine.min_value_correct = options.number("min_value_correct", cosine.min_value_correct);
+  cosine.max_value_correct = options.number("max_value_correct", cosine.max_value_correct);
+  cosine.unit = length_unit(options, "chars");
+  cosine.clamp_progress = options.flag("clamp_progress", cosine.clamp_progress);
+  cosine.unjudgeable_value = optional_float(options, "unjudgeable_value");
+  cosine.accuracy = accuracy_options(options);
+  return std::make_shared<CosineReward>(std::move(cosine));
+}
+
+RewardPtr make_length(const RewardOptions& options, const RewardRegistry&) {
+  LengthOptions length;
+  length.unit = length_unit(options, "chars");
+  length.unjudgeable_as_correct = options.flag("unjudgeable_as_correct", length.unjudgeable_as_correct);
+  length.accuracy = accuracy_options(options);
+  return std::make_shared<LengthReward>(std::move(length));
+}
+
+RewardPtr make_repetition(const RewardOptions& options, const RewardRegistry&) {
+  RepetitionOptions repetition;
+  repetition.ngram_size = options.count("ngram_size", repetition.ngram_size);
+  repetition.max_penalty = options.number("max_penalty", repetition.max_penalty);
+  repetition.unit = options.choice("unit", "words", {"words", "tokens"}) == "words" ? RepetitionUnit::words
+                                                                                    : RepetitionUnit::tokens;
+  return std::make_shared<RepetitionReward>(repetition);
+}
+
+RewardPtr make_soft_overlong(const RewardOptions& options, const RewardRegistry&) {
+  SoftOverlongOptions overlong;
+  overlong.max_completion_len = options.count("max_completion_len", overlong.max_completion_len);
+  overlong.soft_punish_cache = options.count("soft_punish_cache", overlong.soft_punish_cache);
+  overlong.unit = length_unit(options, "tokens");
+  return std::make_shared<SoftOverlongReward>(overlong);
+}
+
+RewardPtr make_stop_properly(const RewardOptions& options, const RewardRegistry&) {
+  StopProperlyOptions stop;
+  stop.penalty = options.number("penalty", stop.penalty);
+  return std::make_shared<StopProperlyReward>(stop);
+}
+
+RewardPtr make_route(const RewardOptions& options, const RewardRegistry& registry) {
+  TagRouterOptions router;
+  router.tag_field = options.text("field", router.tag_field);
+  if (const auto fallback = options.object("default")) {
+    router.fallback = registry.create(RewardOptions::from_json(*fallback, "default"));
+  }
+  const auto routes_json = options.object("routes");
+  GRPO_CHECK_CONFIG(routes_json.has_value(), "option 'routes' is required: {{\"<tag>\": {{\"name\": ...}}, ...}}");
+  std::map<std::string, RewardPtr, std::less<>> routes;
+  for (const auto& [tag, value] : detail::parse_json_object(*routes_json, "routes")) {
+    const std::string context = fmt::format("routes.{}", tag);
+    const auto* json = std::get_if<JsonText>(&value);
+    GRPO_CHECK_CONFIG(json != nullptr && detail::first_json_char(json->text) == '{',
+                      "{} must be a reward object {{\"name\": ...}}, got {}", context, describe(value));
+    routes.emplace(tag, registry.create(RewardOptions::from_json(json->text, context)));
+  }
+  return std::make_shared<TagRouter>("route", std::move(routes), std::move(router));
+}
+
+}  // namespace
+
+RewardRegistry RewardRegistry::with_builtins() {
+  RewardRegistry registry;
+  registry.add("accuracy", make_accuracy);
+  registry.add("format", make_format);
+  registry.add("tag_count", make_tag_count);
+  registry.add("reasoning_steps", make_reasoning_steps);
+  registry.add("cosine", make_cosine);
+  registry.add("length", make_length);
+  registry.add("repetition", make_repetition);
+  registry.add("soft_overlong", make_soft_overlong);
+  registry.add("stop_properly", make_stop_properly);
+  registry.add("route", make_route);
+  return registry;
+}
+
+}  // namespace grpo::rewards

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: Apache-2.0
+// The chat formats of include/grpo/text/chat_template.hpp, each following its Jinja template line by line.
+#include <grpo/text/chat_template.hpp>
+
+#include <grpo/core/error.hpp>
+
+#include "json_fields.hpp"
+#include "unicode.hpp"
+
+namespace grpo::text {
+namespace {
+
+constexpr std::string_view kQwen2System = "You are a helpful assistant.";
+constexpr std::string_view kQwen25System = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+/// Python's str.isspace, which Jinja's trim filter (str.strip) uses.
+bool is_python_space(char32_t c) { return detail::is_white_space(c) || (c >= 0x1C && c <= 0x1F); }
+
+/// Python's str.strip() (no argument).
+std::string_view python_strip(std::string_view text) {
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    std::size_t next = begin;
+    if (!is_python_space(detail::next_code_point(text, next))) break;
+    begin = next;
+  }
+  std::size_t end = text.size();
+  while (end > begin) {
+    std::size_t previous = end;
+    if (!is_python_space(detail::previous_code_point(text, previous))) break;
+    end = previous;
+  }
+  return text.substr(begin, end - begin);
+}
+
+std::string_view lstrip_newlines(std::string_view text) {
+  while (text.starts_with('\n')) text.remove_prefix(1);
+  return text;
+}
+std::string_view rstrip_newlines(std::string_view text) {
+  while (text.ends_with('\n')) text.remove_suffix(1);
+  return text;
+}
+
+/// Python's text.split(separator)[-1]: what follows the last separator (all of text when there is none).
+std::string_view after_last(std::string_view text, std::string_view separator) {
+  const auto pos = text.rfind(separator);
+  return pos == std::string_view::npos ? text : text.substr(pos + separator.size());
+}
+/// Python's text.split(separator)[0].
+std::string_view before_first(std::string_view text, std::string_view separator) {
+  return text.substr(0, text.find(separator));
+}
+
+void render_chatml(const ChatTemplateOptions& template_options, std::span<const ChatMessage> messages,
+                   const ChatRenderOptions& options, std::string& out) {
+  // Qwen2 / Qwen2.5: {% if messages[0]['role'] != 'system' %} default system {% endif %}, then every message.
+  if (!template_options.default_system_prompt.empty() && (messages.empty() || messages[0].role != "system")) {
+    out += "<|im_start|>system\n";
+    out += template_options.default_system_prompt;
+    out += "<|im_end|>\n";
+  }
+  for (const auto& message : messages) {
+    out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
+  }
+  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+}
+
+bool is_tool_response(std::string_view content) {
+  return content.starts_with("<tool_response>") && content.ends_with("</tool_response>");
+}
+
+void render_qwen3(std::span<const ChatMessage> messages, const ChatRenderOptions& options, std::string& out) {
+  const std::size_t n = messages.size();
+  if (n > 0 && messages[0].role == "system") out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
+  // The last user message that is not a bare tool response is "the query"; reasoning is kept only after it.
+  std::size_t last_query = n == 0 ? 0 : n - 1;
+  for (std::size_t k = n; k-- > 0;) {
+    if (messages[k].role == "user" && !is_tool_response(messages[k].content)) {
+      last_query = k;
+      break;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const ChatMessage& message = messages[i];
+    if (message.role == "user" || (message.role == "system" && i != 0)) {
+      out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
+    } else if (message.role == "assistant") {
+      std::string_view content = message.content;
+      std::string_view reasoning;
+      if (message.reasoning_content) {
+        reasoning = *message.reasoning_content;
+      } else if (content.find("</think>") != std::string_view::npos) {
+        reasoning = lstrip_newlines(after_last(rstrip_newlines(before_first(content, "</think>")), "<think>"));
+        content = lstrip_newlines(after_last(content, "</think>"));
+      }
+      if (i > last_query && (i + 1 == n || !reasoning.empty())) {
+        out += "<|im_start|>assistant\n<think>\n";
+        out += lstrip_newlines(rstrip_newlines(reasoning));
+        out += "\n</think>\n\n";
+        out += lstrip_newlines(content);
+      } else {
+        out += "<|im_start|>assistant\n";
+        out += content;
+      }
+      out += "<|im_end|>\n";
+    } else if (message.role == "tool") {
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + message.content + "\n</tool_response>";
+      if (i + 1 == n || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+    } else if (message.role != "system") {
+      ::grpo::detail::throw_formatted<Error>(
+          "chat message {} has role '{}', which the qwen3 template does not render (system, user, assistant, tool)", i,
+          message.role);
+    }
+  }
+  if (options.add_generation_prompt) {
+    out += "<|im_start|>assistant\n";
+    if (options.enable_thinking == false) out += "<think>\n\n</think>\n\n";
+  }
+}
+
+void render_llama3(const ChatTemplateOptions& template_options, std::span<const ChatMessage> messages,
+                   const ChatRenderOptions& options, std::string& out) {
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (i == 0) out += template_options.bos_token;
+    out += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n";
+    out += python_strip(messages[i].content);
+    out += "<|eot_id|>";
+  }
+  if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+/// Qwen2-style default system prompt: the first "<|im_start|>system\n" in the template that is followed by
+/// literal text (not a closing quote and a variable) up to "<|im_end|>". Empty when there is none.
+std::string find_default_system_prompt(std::string_view source) {
+  constexpr std::string_view kHeader = "<|im_start|>system";
+  for (std::size_t at = source.find(kHeader); at != std::string_view::npos; at = source.find(kHeader, at + 1)) {
+    std::string_view rest = source.substr(at + kHeader.size());
+    if (rest.starts_with("\\n")) {
+      rest.remove_prefix(2);
+    } else if (rest.starts_with('\n')) {
+      rest.remove_prefix(1);
+    } else {
+      continue;
+    }
+    const auto end = rest.find("<|im_end|>");
+    if (end == std::string_view::npos) continue;
+    const std::string_view literal = rest.substr(0, end);
+    if (literal.empty() || literal.find_first_of("'\"{}") != std::string_view::npos) continue;
+    // Undo the Jinja string escapes a prompt can contain.
+    std::string prompt;
+    for (std::size_t i = 0; i < literal.size(); ++i) {
+      if (literal[i] == '\\' && i + 1 < literal.size()) {
+        const char escaped = literal[++i];
+        prompt += escaped == 'n' ? '\n' : escaped == 't' ? '\t' : escaped;
+      } else {
+        prompt += literal[i];
+      }
+    }
+    return prompt;
+  }
+  return {};
+}
+
+ChatTemplateOptions format_options(ChatFormat format, std::string_view default_system_prompt = {}) {
+  ChatTemplateOptions options;
+  options.format = format;
+  options.default_system_prompt = std::string(default_system_prompt);
+  return options;
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(ChatTemplateOptions options) : options_(std::move(options)) {}
+
+ChatTemplate ChatTemplate::from_name(std::string_view name) {
+  if (name == "chatml") return ChatTemplate(format_options(ChatFormat::chatml));
+  if (name == "qwen2") return ChatTemplate(format_options(ChatFormat::chatml, kQwen2System));
+  if (name == "qwen2.5") return ChatTemplate(format_options(ChatFormat::chatml, kQwen25System));
+  if (name == "qwen3") return ChatTemplate(format_options(ChatFormat::qwen3));
+  if (name == "llama3") return ChatTemplate(format_options(ChatFormat::llama3));
+  ::grpo::detail::throw_formatted<ConfigError>(
+      "unknown chat template name '{}' (chatml, qwen2, qwen2.5, qwen3, llama3)", name);
+}
+
+ChatTemplate ChatTemplate::from_jinja(std::string_view source, std::string_view bos_token) {
+  if (source.find("<|start_header_id|>") != std::string_view::npos) {
+    GRPO_CHECK_CONFIG(source.find("Cutting Knowledge Date") == std::string_view::npos,
+                      "chat template: Llama 3.1's date header ('Cutting Knowledge Date') is not supported; "
+                      "select the plain Llama 3 format with ChatTemplate::from_name(\"llama3\")");
+    auto options = format_options(ChatFormat::llama3);
+    options.bos_token = std::string(bos_token);
+    return ChatTemplate(std::move(options));
+  }
+  if (source.find("<|im_start|>") != std::string_view::npos) {
+    if (source.find("<think>") != std::string_view::npos) return ChatTemplate(format_options(ChatFormat::qwen3));
+    return ChatTemplate(format_options(ChatFormat::chatml, find_default_system_prompt(source)));
+  }
+  ::grpo::detail::throw_formatted<ConfigError>(
+      "chat template not recognised (no <|im_start|> or <|start_header_id|>; supported: ChatML / Qwen2 / Qwen2.5 / "
+      "Qwen3 / Llama 3); select a format with ChatTemplate::from_name. Template starts: '{}'",
+      source.substr(0, 80));
+}
+
+ChatTemplate ChatTemplate::from_tokenizer_config(const std::filesystem::path& tokenizer_config_json) {
+  const std::string source = tokenizer_config_json.string();
+  simdjson::padded_string json = detail::load_json_file(tokenizer_config_json);
+  simdjson::dom::parser parser;
+  const detail::JsonField root = detail::parse_json(parser, json, source);
+  std::string bos_token = "<|begin_of_text|>";
+  if (const auto bos = root.find("bos_token")) {
+    bos_token = std::string(bos->value.is_string() ? bos->string() : bos->at("content").string());
+  }
+  const detail::JsonField chat_template = root.at("chat_template");
+  if (chat_template.value.is_string()) return from_jinja(chat_template.string(), bos_token);
+  std::size_t index = 0;
+  for (const auto item : chat_template.array()) {
+    const detail::JsonField named = chat_template.element(item, index++);
+    if (named.at("name").string() == "default") return from_jinja(named.at("template").string(), bos_token);
+  }
+  chat_template.fail("a template string or a list with a template named 'default'");
+}
+
+std::string ChatTemplate::render(std::span<const ChatMessage> messages, const ChatRenderOptions& options) const {
+  if (options_.format != ChatFormat::qwen3) {
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      GRPO_CHECK(!messages[i].reasoning_content,
+                 "chat message {} has reasoning_content, which only the qwen3 format renders", i);
+    }
+  }
+  std::string out;
+  switch (options_.format) {
+    case ChatFormat::chatml:
+      render_chatml(options_, messages, options, out);
+      break;
+    case ChatFormat::qwen3:
+      render_qwen3(messages, options, out);
+      break;
+    case ChatFormat::llama3:
+      render_llama3(options_, messages, options, out);
+      break;
+  }
+  return out;
+}
+
+}  // namespace grpo::text

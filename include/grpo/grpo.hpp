@@ -19,4 +19,26 @@
 #include <grpo/loss/recipes.hpp>
 #include <grpo/loss/token_masks.hpp>
 
+#include <grpo/policy/causal_lm_concepts.hpp>
+#include <grpo/policy/policy.hpp>
+#include <grpo/policy/rollout.hpp>
+#include <grpo/policy/sampler.hpp>
+
+#include <grpo/models/causal_lm.hpp>
+#include <grpo/models/model_config.hpp>
+
+#include <grpo/rewards/accuracy_reward.hpp>
+#include <grpo/rewards/executor.hpp>
+#include <grpo/rewards/format_rewards.hpp>
+#include <grpo/rewards/length_rewards.hpp>
+#include <grpo/rewards/registry.hpp>
+#include <grpo/rewards/repetition_reward.hpp>
+#include <grpo/rewards/reward_function.hpp>
+#include <grpo/rewards/reward_set.hpp>
+#include <grpo/rewards/tag_router.hpp>
+
+#include <grpo/text/chat_template.hpp>
+#include <grpo/text/tokenizer.hpp>
+
+#include <grpo/io/atomic_file.hpp>
 #include <grpo/io/safetensors.hpp>

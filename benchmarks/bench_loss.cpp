@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// The GRPO loss given per-token log-probs [B, T]: a plain eager LibTorch composition of TRL's dapo loss (clipped
+// surrogate + k3 KL, token mean) beside grpo::GrpoLoss with the same settings (which also computes every metric),
+// forward and forward+backward. Counters: tokens/s and GB/s over the five [B, T] fp32 inputs.
+#include <grpo/loss/grpo_loss.hpp>
+#include <grpo/loss/recipes.hpp>
+
+#include <support/bench_support.hpp>
+
+#include <torch/torch.h>
+
+namespace {
+
+struct Batch {
+  torch::Tensor lp, old, ref, adv, mask;
+};
+
+Batch make_batch(int64_t tokens) {
+  const int64_t t = 256, b = tokens / t;
+  torch::manual_seed(0);
+  Batch x;
+  x.lp = (torch::randn({b, t}) * 0.1 - 2).requires_grad_(true);
+  x.old = x.lp.detach() + torch::randn({b, t}) * 0.05;
+  x.ref = x.lp.detach() + torch::randn({b, t}) * 0.05;
+  x.adv = torch::randn({b});
+  x.mask = (torch::rand({b, t}) < 0.9).to(torch::kFloat);
+  return x;
+}
+
+/// TRL's _compute_loss for loss_type dapo with β > 0, written the plain way.
+torch::Tensor eager_loss(const Batch& x, double eps_low, double eps_high, double beta) {
+  auto ratio = torch::exp(x.lp - x.old);
+  auto adv = x.adv.unsqueeze(1);
+  auto per_token = -torch::min(ratio * adv, torch::clamp(ratio, 1 - eps_low, 1 + eps_high) * adv);
+  auto delta = x.ref - x.lp;
+  per_token = per_token + beta * (torch::exp(delta) - delta - 1);
+  return (per_token * x.mask).sum() / x.mask.sum().clamp_min(1);
+}
+
+void run(benchmark::State& state, bool ours, bool backward) {
+  const int64_t tokens = state.range(0);
+  auto x = make_batch(tokens);
+  auto options = grpo::recipes::dapo();
+  options.beta = 0.04;
+  grpo::GrpoLoss loss(options);
+  grpo::LossInputs inputs{.log_probs = x.lp, .old_log_probs = x.old, .ref_log_probs = x.ref, .advantages = x.adv,
+                          .mask = x.mask};
+  const auto normaliser = loss.local_normaliser(inputs);
+  for (auto _ : state) {
+    auto value = ours ? loss(inputs, normaliser).loss : eager_loss(x, 0.2, 0.28, 0.04);
+    if (backward) {
+      value.backward();
+      x.lp.mutable_grad() = torch::Tensor();
+    }
+    benchmark::DoNotOptimize(value.data_ptr());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(5.0 * 4.0 * static_cast<double>(tokens) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void args(benchmark::internal::Benchmark* b) { b->Arg(1024)->Arg(4096)->Arg(65536)->Unit(benchmark::kMicrosecond); }
+
+}  // namespace
+
+BENCHMARK_CAPTURE(run, eager_forward, false, false)->Apply(args);
+BENCHMARK_CAPTURE(run, grpo_loss_forward, true, false)->Apply(args);
+BENCHMARK_CAPTURE(run, eager_forward_backward, false, true)->Apply(args);
+BENCHMARK_CAPTURE(run, grpo_loss_forward_backward, true, true)->Apply(args);
+
+int main(int argc, char** argv) {
+  grpo::bench::use_all_hardware_threads();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -174,7 +174,10 @@ TEST_CASE("parse_kl_estimator accepts the names of TRL, verl, OpenRLHF and ROLL"
   REQUIRE_FALSE(grpo::parse_kl_estimator("k3").straight_through);
   for (auto estimator : kAll) REQUIRE(grpo::parse_kl_estimator(grpo::to_string(estimator)).estimator == estimator);
   REQUIRE_THROWS_AS(grpo::parse_kl_estimator("full"), grpo::ConfigError);
-  REQUIRE_THROWS_WITH(grpo::parse_kl_estimator("k4"), Catch::Matchers::Contains("unknown estimator 'k4'"));
+  REQUIRE_THROWS_WITH(grpo::parse_kl_estimator("k4"),
+                      "unknown KL estimator 'k4'; valid: k1 (alias kl), abs, k2 (alias mse), k3, low_var_kl, each "
+                      "optionally followed by '+' (verl's straight-through form)");
+  REQUIRE_THROWS_WITH(grpo::parse_kl_estimator("k4+"), Catch::Matchers::StartsWith("unknown KL estimator 'k4+'"));
 }
 
 TEST_CASE("kl_penalty rejects bad arguments naming them", "[kl]") {

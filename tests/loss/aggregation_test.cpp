@@ -147,6 +147,17 @@ TEST_CASE("parse_loss_type accepts TRL loss types and verl aggregation modes", "
   REQUIRE(grpo::parse_loss_type("token-mean") == LossType::token_mean);
   REQUIRE(grpo::parse_loss_type("seq-mean-token-sum-norm") == LossType::seq_mean_token_sum_norm);
   REQUIRE(grpo::parse_loss_type("seq_mean_token_mean") == LossType::seq_mean_token_mean);
+  REQUIRE(grpo::parse_loss_type("seq-mean-token-sum") == LossType::seq_mean_token_sum);
+  REQUIRE(grpo::parse_loss_type("seq-mean-token-mean") == LossType::seq_mean_token_mean);
+  for (auto type : {LossType::grpo, LossType::bnpo, LossType::dr_grpo, LossType::dapo, LossType::cispo, LossType::sapo,
+                    LossType::luspo, LossType::vespo, LossType::token_mean, LossType::seq_mean_token_sum,
+                    LossType::seq_mean_token_mean, LossType::seq_mean_token_sum_norm}) {
+    REQUIRE(grpo::parse_loss_type(grpo::to_string(type)) == type);
+  }
   REQUIRE_THROWS_AS(grpo::parse_loss_type("ppo"), grpo::ConfigError);
-  REQUIRE_THROWS_WITH(grpo::parse_loss_type("ppo"), Catch::Matchers::StartsWith("loss_type: unknown loss type 'ppo'"));
+  REQUIRE_THROWS_WITH(grpo::parse_loss_type("ppo"),
+                      "unknown loss type 'ppo'; valid: grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo, "
+                      "token_mean (alias token-mean), seq_mean_token_sum (alias seq-mean-token-sum), "
+                      "seq_mean_token_mean (alias seq-mean-token-mean), seq_mean_token_sum_norm (alias "
+                      "seq-mean-token-sum-norm)");
 }

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <grpo/loss/grpo_loss.hpp>
 #include <grpo/loss/recipes.hpp>
-#include <limits>
 #include <set>
 #include <string>
 
+#include "support/loss_testing.hpp"
 #include "support/tensor_testing.hpp"
 
 namespace {
@@ -20,53 +20,16 @@ using grpo::PolicyLossType;
 using grpo::SamplerCorrectionMode;
 using grpo::testing::autograd_grad;
 using grpo::testing::finite_difference_grad;
+using grpo::testing::LossBatch;
+using grpo::testing::random_loss_batch;
 
 const auto kF64 = torch::TensorOptions().dtype(torch::kFloat64);
-
-struct Batch {
-  torch::Tensor lp, old, ref, adv, mask, entropy, sampler, truncated;
-  LossInputs inputs() const {
-    return {.log_probs = lp,
-            .old_log_probs = old,
-            .ref_log_probs = ref,
-            .advantages = adv,
-            .mask = mask,
-            .entropy = entropy,
-            .sampler_log_probs = sampler,
-            .truncated = truncated};
-  }
-};
-
-// A random float64 batch with a ragged mask, one empty row and −inf/NaN at some padded positions.
-Batch random_batch(int64_t B, int64_t T, uint64_t seed) {
-  torch::manual_seed(seed);
-  Batch b;
-  b.lp = -torch::rand({B, T}, kF64) * 3.0 - 0.05;
-  b.old = b.lp + 0.3 * torch::randn({B, T}, kF64);
-  b.ref = b.lp + 0.5 * torch::randn({B, T}, kF64);
-  b.adv = torch::randn({B}, kF64);
-  auto lengths = torch::randint(1, T + 1, {B});
-  b.mask = torch::arange(T).unsqueeze(0) < lengths.unsqueeze(1);
-  b.mask[1].fill_(false);  // an empty completion
-  b.entropy = torch::rand({B, T}, kF64) * 2.0;
-  b.sampler = b.old + 0.2 * torch::randn({B, T}, kF64);
-  b.truncated = torch::zeros({B}, torch::kBool);
-  b.truncated[B - 1] = true;
-  // Padding garbage that must not leak into values or gradients.
-  for (int64_t i = 0; i < B; ++i) {
-    for (int64_t t = lengths[i].item<int64_t>(); t < T; ++t) {
-      b.old[i][t] = -std::numeric_limits<double>::infinity();
-      b.ref[i][t] = std::numeric_limits<double>::quiet_NaN();
-    }
-  }
-  return b;
-}
 
 double get(const torch::Tensor& t, int64_t i, int64_t j) { return t[i][j].item<double>(); }
 
 // Plain-loop re-derivation of GrpoLoss from the formulas of TRL/verl written out (ppo_clip and cispo surrogates,
 // k3 KL, the masks and sampler modes exercised below). `divisor` is N.
-double reference_loss(const Batch& b, const GrpoLossOptions& o, double divisor, double entropy_threshold) {
+double reference_loss(const LossBatch& b, const GrpoLossOptions& o, double divisor, double entropy_threshold) {
   const int64_t B = b.lp.size(0), T = b.lp.size(1);
   const bool seq_means =
       o.loss_type == LossType::grpo || o.loss_type == LossType::sapo || o.loss_type == LossType::seq_mean_token_mean;
@@ -132,7 +95,7 @@ double loss_value(const GrpoLoss& loss, const LossInputs& in, const Normaliser& 
 
 TEST_CASE("GrpoLoss: the recipes against an fp64 loop re-derivation, with finite-difference gradients",
           "[loss][grpo_loss]") {
-  const Batch b = random_batch(4, 5, 51);
+  const LossBatch b = random_loss_batch(4, 5, 51);
   struct Recipe {
     std::string name;
     GrpoLossOptions options;
@@ -179,7 +142,7 @@ TEST_CASE("GrpoLoss: the recipes against an fp64 loop re-derivation, with finite
 
 TEST_CASE("GrpoLoss: every mask, sampler correction, IS-weighted KL and the entropy bonus together",
           "[loss][grpo_loss]") {
-  const Batch b = random_batch(6, 5, 52);
+  const LossBatch b = random_loss_batch(6, 5, 52);
   for (auto type : {LossType::dapo, LossType::grpo, LossType::luspo}) {
     for (auto mode : {SamplerCorrectionMode::token_truncate, SamplerCorrectionMode::sequence_mask}) {
       INFO("loss type " << grpo::to_string(type) << " sampler mode " << grpo::to_string(mode));
@@ -302,7 +265,7 @@ TEST_CASE("GrpoLoss: sampler-ratio metrics and the dual clip fraction", "[loss][
 }
 
 TEST_CASE("GrpoLoss: all-masked batch gives 0 and zero gradients", "[loss][grpo_loss]") {
-  const Batch b = random_batch(3, 4, 53);
+  const LossBatch b = random_loss_batch(3, 4, 53);
   for (auto type : {LossType::dapo, LossType::grpo, LossType::dr_grpo, LossType::seq_mean_token_mean}) {
     INFO("loss type " << grpo::to_string(type));
     GrpoLossOptions o;
@@ -396,10 +359,16 @@ TEST_CASE("GrpoLoss: bad inputs and options throw, naming shapes and options", "
   GrpoLossOptions o;
   o.policy.epsilon_low = 0.0;
   REQUIRE_THROWS_AS(GrpoLoss(o), grpo::ConfigError);
-  REQUIRE_THROWS_WITH(GrpoLoss(o), "GrpoLossOptions.policy.epsilon_low must be > 0 for ppo_clip, got 0");
+  REQUIRE_THROWS_WITH(GrpoLoss(o), "PolicyLossOptions.epsilon_low must be > 0 for ppo_clip, got 0");
   o = {};
   o.policy.epsilon_high = -0.1;
   REQUIRE_THROWS_AS(GrpoLoss(o), grpo::ConfigError);
+  o = {};
+  o.policy.type = PolicyLossType::gmpo;  // with the default loss_type dapo, a token sum
+  REQUIRE_THROWS_AS(GrpoLoss(o), grpo::ConfigError);
+  REQUIRE_THROWS_WITH(GrpoLoss(o),
+                      "GrpoLossOptions: policy.type 'gmpo' gives one loss per sequence and needs a loss_type that "
+                      "averages each sequence's tokens (grpo or seq_mean_token_mean), got loss_type 'dapo'");
   o = {};
   o.loss_type = LossType::sapo;
   REQUIRE_THROWS_WITH(GrpoLoss(o),
@@ -430,9 +399,69 @@ TEST_CASE("GrpoLoss: bad inputs and options throw, naming shapes and options", "
   REQUIRE_THROWS_AS(grpo::parse_loss_type("grpo_plus"), grpo::ConfigError);
 }
 
+TEST_CASE("GrpoLoss: gmpo is accepted only with a sequence-mean loss_type, and then is mean_i L_i",
+          "[loss][grpo_loss]") {
+  for (auto type : {LossType::grpo, LossType::bnpo, LossType::dr_grpo, LossType::dapo, LossType::luspo,
+                    LossType::token_mean, LossType::seq_mean_token_sum, LossType::seq_mean_token_mean,
+                    LossType::seq_mean_token_sum_norm}) {
+    GrpoLossOptions o;
+    o.loss_type = type;
+    o.max_completion_length = 8;
+    o.policy.type = PolicyLossType::gmpo;
+    INFO("loss type " << grpo::to_string(type));
+    if (type == LossType::grpo || type == LossType::seq_mean_token_mean) {
+      REQUIRE_NOTHROW(GrpoLoss(o));
+    } else {
+      REQUIRE_THROWS_WITH(GrpoLoss(o), Catch::Matchers::Contains("policy.type 'gmpo'") &&
+                                           Catch::Matchers::EndsWith(fmt::format("got loss_type '{}'",
+                                                                                 grpo::to_string(type))));
+    }
+  }
+
+  // fp64 loop of TRL's GMPO loss: per sequence, Δ_t = lp − lp_old, Δ'_t = min(Δ, clip(Δ, −ε, ε)) for A > 0 and max(...)
+  // otherwise, L_i = −A_i·exp(Σ_t Δ'_t / |o_i|), loss = Σ_i L_i / N with an empty row counting 0.
+  const LossBatch b = random_loss_batch(5, 4, 57);
+  const double eps = 0.1;
+  double sum = 0.0, non_empty = 0.0;
+  for (int64_t i = 0; i < 5; ++i) {
+    double len = 0.0, clipped = 0.0;
+    const double a = b.adv[i].item<double>();
+    for (int64_t t = 0; t < 4; ++t) {
+      if (!b.mask[i][t].item<bool>()) continue;
+      const double d = get(b.lp, i, t) - get(b.old, i, t);
+      const double in_range = std::clamp(d, -eps, eps);
+      clipped += a > 0 ? std::min(d, in_range) : std::max(d, in_range);
+      len += 1.0;
+    }
+    if (len == 0.0) continue;
+    sum += -a * std::exp(clipped / len);
+    non_empty += 1.0;
+  }
+  REQUIRE(non_empty == 4.0);  // row 1 is empty
+  for (auto type : {LossType::grpo, LossType::seq_mean_token_mean}) {
+    INFO("loss type " << grpo::to_string(type));
+    GrpoLossOptions o;
+    o.loss_type = type;
+    o.policy.type = PolicyLossType::gmpo;
+    o.policy.epsilon_low = o.policy.epsilon_high = eps;
+    GrpoLoss loss(o);
+    auto in = b.inputs();
+    const Normaliser n = loss.local_normaliser(in);
+    // TRL's grpo averages over all B = 5 rows; verl's seq_mean_token_mean over the 4 non-empty ones.
+    REQUIRE(n.divisor() == (type == LossType::grpo ? 5.0 : 4.0));
+    REQUIRE(loss_value(loss, in, n) == Approx(sum / n.divisor()).epsilon(1e-12));
+    auto f = [&](const torch::Tensor& x) {
+      auto copy = in;
+      copy.log_probs = x;
+      return loss(copy, n).loss;
+    };
+    GRPO_REQUIRE_CLOSE(autograd_grad(f, b.lp), finite_difference_grad(f, b.lp), 1e-5, 1e-8);
+  }
+}
+
 TEST_CASE("GrpoLoss: per-token advantages equal to a broadcast [B] give the same loss and gradient",
           "[loss][grpo_loss]") {
-  const Batch b = random_batch(4, 5, 54);
+  const LossBatch b = random_loss_batch(4, 5, 54);
   auto o = grpo::recipes::grpo();
   o.off_policy_mask_threshold = 0.05;
   GrpoLoss loss(o);

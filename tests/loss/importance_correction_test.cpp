@@ -113,8 +113,14 @@ TEST_CASE("sampler correction: names and bad options", "[loss][importance]") {
   REQUIRE(grpo::parse_sampler_correction_mode("icepop") == SamplerCorrectionMode::token_mask);
   REQUIRE(grpo::parse_sampler_correction_mode("seq-mask-tis") == SamplerCorrectionMode::sequence_geometric_mask);
   REQUIRE(grpo::parse_sampler_correction_mode("sequence_mask") == SamplerCorrectionMode::sequence_mask);
+  for (auto mode : {SamplerCorrectionMode::none, SamplerCorrectionMode::token_truncate,
+                    SamplerCorrectionMode::token_mask, SamplerCorrectionMode::sequence_truncate,
+                    SamplerCorrectionMode::sequence_mask, SamplerCorrectionMode::sequence_geometric_mask}) {
+    REQUIRE(grpo::parse_sampler_correction_mode(grpo::to_string(mode)) == mode);
+  }
   REQUIRE_THROWS_WITH(grpo::parse_sampler_correction_mode("seq"),
-                      Catch::Matchers::StartsWith("sampler_correction: unknown mode 'seq'"));
+                      "unknown sampler correction mode 'seq'; valid: none, token_truncate (alias tis), token_mask "
+                      "(alias icepop), sequence_truncate, sequence_mask, sequence_geometric_mask (alias seq-mask-tis)");
   REQUIRE_THROWS_WITH((SamplerCorrectionOptions{.clip_max = 0.0}.validate()),
                       "SamplerCorrectionOptions: clip_max must be finite and > 0, got 0");
   REQUIRE_THROWS_WITH((SamplerCorrectionOptions{.clip_min = 3.0, .clip_max = 3.0}.validate()),

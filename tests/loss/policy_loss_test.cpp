@@ -724,6 +724,13 @@ TEST_CASE("validate rejects bad options, naming the option", "[loss][policy_loss
       {[](auto& o) { o.epsilon_low = -0.1; }, "epsilon_low"},
       {[](auto& o) { o.epsilon_high = std::nan(""); }, "epsilon_high"},
       {[](auto& o) { o.type = PolicyLossType::cispo; o.epsilon_high = 0; }, "epsilon_high"},
+      // A clip range needs both sides > 0.
+      {[](auto& o) { o.epsilon_low = 0; }, "epsilon_low must be > 0 for ppo_clip, got 0"},
+      {[](auto& o) { o.epsilon_high = 0; }, "epsilon_high must be > 0 for ppo_clip, got 0"},
+      {[](auto& o) { o.type = PolicyLossType::clip_cov; o.epsilon_low = 0; }, "epsilon_low must be > 0 for clip_cov"},
+      {[](auto& o) { o.type = PolicyLossType::cispo_two_sided; o.epsilon_high = 0; },
+       "epsilon_high must be > 0 for cispo_two_sided"},
+      {[](auto& o) { o.type = PolicyLossType::gmpo; o.epsilon_low = 0; }, "epsilon_low must be > 0 for gmpo"},
       {[](auto& o) { o.delta = 1.0; }, "delta"},
       {[](auto& o) { o.type = PolicyLossType::sapo; o.delta = 2.0; }, "delta"},
       {[](auto& o) { o.dual_clip_c = 1.0; }, "dual_clip_c"},
@@ -749,6 +756,16 @@ TEST_CASE("validate rejects bad options, naming the option", "[loss][policy_loss
       {[](auto& o) { o.type = PolicyLossType::kl_cov; o.importance_level = ImportanceLevel::sequence; }, "importance_level"},
   };
   REQUIRE_NOTHROW(PolicyLossOptions{}.validate());
+  // ε = 0 stays valid where it bounds nothing (sapo, vespo, gpg, kl_cov) and for cispo's unused epsilon_low.
+  for (auto type : {PolicyLossType::cispo, PolicyLossType::sapo, PolicyLossType::vespo, PolicyLossType::gpg,
+                    PolicyLossType::kl_cov}) {
+    PolicyLossOptions o;
+    o.type = type;
+    o.epsilon_low = 0;
+    if (type != PolicyLossType::cispo) o.epsilon_high = 0;
+    INFO("type " << grpo::policy_loss_type_name(type));
+    REQUIRE_NOTHROW(o.validate());
+  }
   const auto b = hand_batch();
   for (const auto& bad : cases) {
     PolicyLossOptions o;

@@ -13,6 +13,7 @@
 // converted back to the input's dtype and device. Advantages carry no gradient.
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
 
@@ -69,13 +70,7 @@ enum class RewardAggregation {
 
 namespace detail {
 
-template <typename EnumType>
-struct EnumName {
-  EnumType value;
-  std::string_view name;
-};
-
-inline constexpr std::array<EnumName<AdvantageEstimator>, 8> kAdvantageEstimatorNames{{
+inline constexpr EnumNames<AdvantageEstimator, 8> kAdvantageEstimatorNames{{
     {AdvantageEstimator::grpo, "grpo"},
     {AdvantageEstimator::dr_grpo, "dr_grpo"},
     {AdvantageEstimator::group_mean_batch_std, "group_mean_batch_std"},
@@ -85,47 +80,20 @@ inline constexpr std::array<EnumName<AdvantageEstimator>, 8> kAdvantageEstimator
     {AdvantageEstimator::pass_at_k, "pass_at_k"},
     {AdvantageEstimator::opo, "opo"},
 }};
+static_assert(names_are_unique(kAdvantageEstimatorNames));
 
-inline constexpr std::array<EnumName<SingletonGroup>, 3> kSingletonGroupNames{{
+inline constexpr EnumNames<SingletonGroup, 3> kSingletonGroupNames{{
     {SingletonGroup::zero, "zero"},
     {SingletonGroup::raw_reward, "raw_reward"},
     {SingletonGroup::error, "error"},
 }};
+static_assert(names_are_unique(kSingletonGroupNames));
 
-inline constexpr std::array<EnumName<RewardAggregation>, 2> kRewardAggregationNames{{
+inline constexpr EnumNames<RewardAggregation, 2> kRewardAggregationNames{{
     {RewardAggregation::sum_then_normalize, "sum_then_normalize"},
     {RewardAggregation::normalize_then_sum, "normalize_then_sum"},
 }};
-
-template <typename EnumType, std::size_t N>
-std::string_view enum_name(EnumType value, const std::array<EnumName<EnumType>, N>& table) {
-  for (const auto& entry : table) {
-    if (entry.value == value) return entry.name;
-  }
-  return "unknown";
-}
-
-inline std::string_view name_of(std::string_view name) { return name; }
-template <typename EnumType>
-std::string_view name_of(const EnumName<EnumType>& entry) {
-  return entry.name;
-}
-
-/// "a, b, c": the valid names of a table, for error messages.
-template <typename RangeType>
-std::string joined_names(const RangeType& table) {
-  std::string out;
-  for (const auto& entry : table) out += (out.empty() ? "" : ", ") + std::string(name_of(entry));
-  return out;
-}
-
-template <typename ValueType, std::size_t N>
-ValueType parse_enum(std::string_view text, const std::array<EnumName<ValueType>, N>& table, std::string_view what) {
-  for (const auto& entry : table) {
-    if (entry.name == text) return entry.value;
-  }
-  throw_formatted<ConfigError>("unknown {} '{}'; valid: {}", what, text, joined_names(table));
-}
+static_assert(names_are_unique(kRewardAggregationNames));
 
 }  // namespace detail
 
@@ -630,8 +598,7 @@ inline GroupAdvantageOptions advantage_preset(std::string_view name) {
   } else if (name == "gdpo") {
     o.aggregation = RewardAggregation::normalize_then_sum;
   } else {
-    detail::throw_formatted<ConfigError>("unknown advantage estimator '{}'; valid: {}", name,
-                                         detail::joined_names(kAdvantagePresetNames));
+    detail::throw_unknown_name("advantage preset", name, kAdvantagePresetNames);
   }
   return o;
 }

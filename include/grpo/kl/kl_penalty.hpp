@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/core/tensor_checks.hpp>
 #include <optional>
 #include <string>
@@ -41,21 +42,24 @@ struct KlOptions {
   }
 };
 
+namespace detail {
+/// verl's spellings "kl" (k1) and "mse" (k2) are aliases; verl's "k3" is NOT an alias of low_var_kl here (see
+/// KlEstimator), it parses as TRL's unclamped k3.
+inline constexpr EnumNames<KlEstimator, 7> kKlEstimatorNames{{
+    {KlEstimator::k1, "k1"},
+    {KlEstimator::k1, "kl"},
+    {KlEstimator::abs, "abs"},
+    {KlEstimator::k2, "k2"},
+    {KlEstimator::k2, "mse"},
+    {KlEstimator::k3, "k3"},
+    {KlEstimator::low_var_kl, "low_var_kl"},
+}};
+static_assert(names_are_unique(kKlEstimatorNames));
+}  // namespace detail
+
 /// Name of an estimator as spelt by this library ("k1", "abs", "k2", "k3", "low_var_kl").
 inline std::string_view to_string(KlEstimator estimator) {
-  switch (estimator) {
-    case KlEstimator::k1:
-      return "k1";
-    case KlEstimator::abs:
-      return "abs";
-    case KlEstimator::k2:
-      return "k2";
-    case KlEstimator::k3:
-      return "k3";
-    case KlEstimator::low_var_kl:
-      return "low_var_kl";
-  }
-  return "unknown";
+  return detail::enum_name(estimator, detail::kKlEstimatorNames);
 }
 
 /// Parses a KL estimator name as TRL, verl, OpenRLHF and ROLL spell them: "k1"/"kl", "abs", "k2"/"mse", "k3",
@@ -68,22 +72,12 @@ inline KlOptions parse_kl_estimator(std::string_view name) {
     options.straight_through = true;
     base.remove_suffix(1);
   }
-  if (base == "k1" || base == "kl") {
-    options.estimator = KlEstimator::k1;
-  } else if (base == "abs") {
-    options.estimator = KlEstimator::abs;
-  } else if (base == "k2" || base == "mse") {
-    options.estimator = KlEstimator::k2;
-  } else if (base == "k3") {
-    options.estimator = KlEstimator::k3;
-  } else if (base == "low_var_kl") {
-    options.estimator = KlEstimator::low_var_kl;
-  } else {
-    detail::throw_formatted<ConfigError>(
-        "kl_estimator: unknown estimator '{}' (expected k1, kl, abs, k2, mse, k3 or low_var_kl, optionally with a "
-        "'+' suffix)",
-        name);
+  const auto estimator = detail::find_enum(base, detail::kKlEstimatorNames);
+  if (!estimator) {
+    detail::throw_unknown_name("KL estimator", name, detail::kKlEstimatorNames,
+                               ", each optionally followed by '+' (verl's straight-through form)");
   }
+  options.estimator = *estimator;
   return options;
 }
 

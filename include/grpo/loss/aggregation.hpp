@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <grpo/core/enum_names.hpp>
 #include <grpo/core/tensor_checks.hpp>
 #include <optional>
 #include <string>
@@ -51,17 +52,7 @@ class Normaliser {
   /// "tokens(12)", "sequences(8)", "constant(2048)" for messages and logs.
   std::string describe() const { return fmt::format("{}({})", kind_name(kind_), value_); }
 
-  static std::string_view kind_name(Kind kind) {
-    switch (kind) {
-      case Kind::tokens:
-        return "tokens";
-      case Kind::sequences:
-        return "sequences";
-      case Kind::constant:
-        return "constant";
-    }
-    return "unknown";
-  }
+  static std::string_view kind_name(Kind kind) { return detail::enum_name(kind, kKindNames); }
 
  private:
   Normaliser(Kind kind, double value) : kind_(kind), value_(value) {
@@ -72,6 +63,12 @@ class Normaliser {
       GRPO_CHECK_CONFIG(value >= 0.0, "Normaliser::{}: count must be >= 0, got {}", kind_name(kind), value);
     }
   }
+
+  static constexpr detail::EnumNames<Kind, 3> kKindNames{{
+      {Kind::tokens, "tokens"},
+      {Kind::sequences, "sequences"},
+      {Kind::constant, "constant"},
+  }};
 
   Kind kind_;
   double value_;
@@ -128,51 +125,36 @@ enum class LossType {
   seq_mean_token_sum_norm,
 };
 
-/// Name as this library spells it (TRL's names; verl's modes with underscores).
-inline std::string_view to_string(LossType type) {
-  switch (type) {
-    case LossType::grpo:
-      return "grpo";
-    case LossType::bnpo:
-      return "bnpo";
-    case LossType::dr_grpo:
-      return "dr_grpo";
-    case LossType::dapo:
-      return "dapo";
-    case LossType::cispo:
-      return "cispo";
-    case LossType::sapo:
-      return "sapo";
-    case LossType::luspo:
-      return "luspo";
-    case LossType::vespo:
-      return "vespo";
-    case LossType::token_mean:
-      return "token_mean";
-    case LossType::seq_mean_token_sum:
-      return "seq_mean_token_sum";
-    case LossType::seq_mean_token_mean:
-      return "seq_mean_token_mean";
-    case LossType::seq_mean_token_sum_norm:
-      return "seq_mean_token_sum_norm";
-  }
-  return "unknown";
-}
+namespace detail {
+/// TRL's loss_type names; verl's loss_agg_mode names with underscores, and verl's own hyphenated spelling as alias.
+inline constexpr EnumNames<LossType, 16> kLossTypeNames{{
+    {LossType::grpo, "grpo"},
+    {LossType::bnpo, "bnpo"},
+    {LossType::dr_grpo, "dr_grpo"},
+    {LossType::dapo, "dapo"},
+    {LossType::cispo, "cispo"},
+    {LossType::sapo, "sapo"},
+    {LossType::luspo, "luspo"},
+    {LossType::vespo, "vespo"},
+    {LossType::token_mean, "token_mean"},
+    {LossType::token_mean, "token-mean"},
+    {LossType::seq_mean_token_sum, "seq_mean_token_sum"},
+    {LossType::seq_mean_token_sum, "seq-mean-token-sum"},
+    {LossType::seq_mean_token_mean, "seq_mean_token_mean"},
+    {LossType::seq_mean_token_mean, "seq-mean-token-mean"},
+    {LossType::seq_mean_token_sum_norm, "seq_mean_token_sum_norm"},
+    {LossType::seq_mean_token_sum_norm, "seq-mean-token-sum-norm"},
+}};
+static_assert(names_are_unique(kLossTypeNames));
+}  // namespace detail
 
-/// Parses TRL's loss_type names and verl's loss_agg_mode names (with '-' or '_'). Throws ConfigError naming the
-/// value and the accepted names.
+/// Name as this library spells it (TRL's names; verl's modes with underscores).
+inline std::string_view to_string(LossType type) { return detail::enum_name(type, detail::kLossTypeNames); }
+
+/// Parses TRL's loss_type names and verl's loss_agg_mode names (as verl writes them, "seq-mean-token-mean", or with
+/// underscores). Throws ConfigError naming the value and the accepted names.
 inline LossType parse_loss_type(std::string_view name) {
-  std::string key(name);
-  std::replace(key.begin(), key.end(), '-', '_');
-  for (auto type : {LossType::grpo, LossType::bnpo, LossType::dr_grpo, LossType::dapo, LossType::cispo, LossType::sapo,
-                    LossType::luspo, LossType::vespo, LossType::token_mean, LossType::seq_mean_token_sum,
-                    LossType::seq_mean_token_mean, LossType::seq_mean_token_sum_norm}) {
-    if (key == to_string(type)) return type;
-  }
-  detail::throw_formatted<ConfigError>(
-      "loss_type: unknown loss type '{}' (expected grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo, "
-      "token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm)",
-      name);
+  return detail::parse_enum(name, detail::kLossTypeNames, "loss type");
 }
 
 /// The shape and the normaliser kind of a loss type (table above).

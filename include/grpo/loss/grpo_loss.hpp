@@ -32,7 +32,8 @@ namespace grpo {
 /// token-level IS, no entropy bonus or masks); see recipes.hpp for the published configurations.
 struct GrpoLossOptions {
   /// Aggregation and normaliser (aggregation.hpp). TRL's cispo, sapo and vespo loss types also fix the surrogate:
-  /// they require policy.type cispo (or cispo_two_sided), sapo and vespo respectively.
+  /// they require policy.type cispo (or cispo_two_sided), sapo and vespo respectively. policy.type gmpo requires a
+  /// sequence-mean loss_type (grpo or seq_mean_token_mean), TRL's and verl's plain mean over sequences.
   LossType loss_type = LossType::dapo;
   /// The surrogate: type, importance level (token / GSPO sequence / GSPO-token), ε_low/ε_high, δ, dual clip, ...
   PolicyLossOptions policy;
@@ -73,14 +74,6 @@ struct GrpoLossOptions {
     sampler_correction.validate();
     const auto type = to_string(loss_type);
     const auto policy_type = policy_loss_type_name(policy.type);
-    const bool clipped = policy.type == PolicyLossType::ppo_clip || policy.type == PolicyLossType::clip_cov ||
-                         policy.type == PolicyLossType::cispo_two_sided || policy.type == PolicyLossType::gmpo;
-    if (clipped) {
-      GRPO_CHECK_CONFIG(policy.epsilon_low > 0.0, "GrpoLossOptions.policy.epsilon_low must be > 0 for {}, got {}",
-                        policy_type, policy.epsilon_low);
-      GRPO_CHECK_CONFIG(policy.epsilon_high > 0.0, "GrpoLossOptions.policy.epsilon_high must be > 0 for {}, got {}",
-                        policy_type, policy.epsilon_high);
-    }
     GRPO_CHECK_CONFIG(beta >= 0.0 && std::isfinite(beta), "GrpoLossOptions.beta must be finite and >= 0, got {}", beta);
     GRPO_CHECK_CONFIG(std::isfinite(entropy_coef), "GrpoLossOptions.entropy_coef must be finite, got {}", entropy_coef);
     GRPO_CHECK_CONFIG(top_entropy_quantile > 0.0 && top_entropy_quantile <= 1.0,
@@ -102,6 +95,14 @@ struct GrpoLossOptions {
                                 (loss_type != LossType::vespo || policy.type == PolicyLossType::vespo);
     GRPO_CHECK_CONFIG(policy_matches, "GrpoLossOptions: loss_type '{}' needs policy.type {}, got policy.type '{}'",
                       type, loss_type == LossType::cispo ? "cispo or cispo_two_sided" : type, policy_type);
+    // GMPO's loss is one value per sequence, written on each valid token of its row (policy_loss.hpp); only a
+    // per-row token mean turns it back into L_i, so that the loss is mean_i L_i as in TRL and verl. A token sum
+    // would weight each sequence by its length.
+    GRPO_CHECK_CONFIG(policy.type != PolicyLossType::gmpo ||
+                          aggregation_rule(loss_type).aggregation == Aggregation::sum_of_sequence_means,
+                      "GrpoLossOptions: policy.type 'gmpo' gives one loss per sequence and needs a loss_type that "
+                      "averages each sequence's tokens (grpo or seq_mean_token_mean), got loss_type '{}'",
+                      type);
     // TRL folds the sampler ratio into VESPO's gamma weight instead of multiplying the loss; not implemented.
     GRPO_CHECK_CONFIG(policy.type != PolicyLossType::vespo || sampler_correction.mode == SamplerCorrectionMode::none,
                       "GrpoLossOptions: sampler_correction.mode '{}' is not supported with policy.type 'vespo'",
@@ -214,8 +215,7 @@ class GrpoLoss {
   LossOutput operator()(const LossInputs& inputs, const Normaliser& normaliser) const {
     check_normaliser(options_.loss_type, normaliser);
     const torch::Tensor mask = loss_mask(inputs);  // also checks every input's shape
-    const auto in_dtype = inputs.log_probs.scalar_type();
-    const auto dtype = (in_dtype == torch::kHalf || in_dtype == torch::kBFloat16) ? torch::kFloat : in_dtype;
+    const auto dtype = detail::policy_loss_compute_dtype(inputs.log_probs.scalar_type());
     const torch::Tensor valid = mask != 0;
     const torch::Tensor invalid = ~valid;
     auto prepare = [&](const torch::Tensor& t, bool keep_grad) {
@@ -253,7 +253,9 @@ class GrpoLoss {
     torch::Tensor kl;
     if (inputs.ref_log_probs.defined()) {
       kl = kl_penalty(lp, prepare(inputs.ref_log_probs, false), options_.kl);
-      if (options_.kl_importance_weighted) kl = importance_weighted_kl(kl, importance_weight(lp, old, valid));
+      // The surrogate's own log w (at policy.importance_level, clamped), with its gradient, as TRL's coef_1.
+      if (options_.kl_importance_weighted)
+        kl = importance_weighted_kl(kl, log_importance_weight(lp, old, valid, options_.policy).exp());
     }
     torch::Tensor total = per_token;
     if (options_.beta > 0.0) total = total + options_.beta * kl;
@@ -313,12 +315,7 @@ class GrpoLoss {
     detail::check_dim(in.log_probs, 2, "log_probs", kWhat);
     detail::check_floating(in.log_probs, "log_probs", kWhat);
     detail::check_same_shape(in.log_probs, "log_probs", in.mask, "mask", kWhat);
-    const int64_t batch = in.log_probs.size(0);
-    GRPO_CHECK(in.advantages.defined() && ((in.advantages.dim() == 1 && in.advantages.size(0) == batch) ||
-                                           (in.advantages.dim() == 2 && in.advantages.sizes() == in.log_probs.sizes())),
-               "{}: advantages must have shape [{}] or {} like log_probs, got {}", kWhat, batch,
-               shape_str(in.log_probs), shape_str(in.advantages));
-    detail::check_floating(in.advantages, "advantages", kWhat);
+    detail::check_advantages(in.advantages, in.log_probs, kWhat);
     auto optional_like = [&](const torch::Tensor& t, std::string_view name, bool required, std::string_view why) {
       GRPO_CHECK(t.defined() || !required, "{}: {} needs {} of shape {}, got undefined", kWhat, why, name,
                  shape_str(in.log_probs));
@@ -337,20 +334,8 @@ class GrpoLoss {
                   fmt::format("sampler_correction.mode = {}", to_string(options_.sampler_correction.mode)));
     if (!options_.mask_truncated_completions) return in.mask;
     GRPO_CHECK(in.truncated.defined(), "{}: mask_truncated_completions needs truncated of shape [{}], got undefined",
-               kWhat, batch);
+               kWhat, in.log_probs.size(0));
     return truncated_completion_mask(in.mask, in.truncated);
-  }
-
-  /// The policy importance weight w with its gradient, for the importance-weighted KL: the same log w as the
-  /// surrogate's (policy_loss.hpp, at policy.importance_level, clamped to ±log_ratio_clamp); [B, T].
-  torch::Tensor importance_weight(const torch::Tensor& lp, const torch::Tensor& old, const torch::Tensor& valid) const {
-    detail::PolicyLossTensors in;
-    in.valid = valid;
-    in.m = valid.to(lp.scalar_type());
-    in.len = in.m.sum(1, /*keepdim=*/true).clamp_min(1);
-    in.lp = lp;
-    in.delta = lp - old;
-    return detail::log_importance_weight(in, options_.policy).exp();
   }
 
   GrpoLossOptions options_;

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <grpo/core/enum_names.hpp>
 #include <grpo/core/tensor_checks.hpp>
 #include <limits>
 #include <optional>
@@ -35,40 +36,31 @@ enum class SamplerCorrectionMode {
   sequence_geometric_mask,
 };
 
+namespace detail {
+/// TRL's vllm_importance_sampling_mode names where TRL has the mode; OpenRLHF's names as aliases.
+inline constexpr EnumNames<SamplerCorrectionMode, 9> kSamplerCorrectionModeNames{{
+    {SamplerCorrectionMode::none, "none"},
+    {SamplerCorrectionMode::token_truncate, "token_truncate"},
+    {SamplerCorrectionMode::token_truncate, "tis"},
+    {SamplerCorrectionMode::token_mask, "token_mask"},
+    {SamplerCorrectionMode::token_mask, "icepop"},
+    {SamplerCorrectionMode::sequence_truncate, "sequence_truncate"},
+    {SamplerCorrectionMode::sequence_mask, "sequence_mask"},
+    {SamplerCorrectionMode::sequence_geometric_mask, "sequence_geometric_mask"},
+    {SamplerCorrectionMode::sequence_geometric_mask, "seq-mask-tis"},
+}};
+static_assert(names_are_unique(kSamplerCorrectionModeNames));
+}  // namespace detail
+
 /// Name as this library spells it (TRL's names where TRL has the mode).
 inline std::string_view to_string(SamplerCorrectionMode mode) {
-  switch (mode) {
-    case SamplerCorrectionMode::none:
-      return "none";
-    case SamplerCorrectionMode::token_truncate:
-      return "token_truncate";
-    case SamplerCorrectionMode::token_mask:
-      return "token_mask";
-    case SamplerCorrectionMode::sequence_truncate:
-      return "sequence_truncate";
-    case SamplerCorrectionMode::sequence_mask:
-      return "sequence_mask";
-    case SamplerCorrectionMode::sequence_geometric_mask:
-      return "sequence_geometric_mask";
-  }
-  return "unknown";
+  return detail::enum_name(mode, detail::kSamplerCorrectionModeNames);
 }
 
 /// Parses TRL's vllm_importance_sampling_mode names, OpenRLHF's ("tis", "icepop", "seq-mask-tis") and "none".
 /// Throws ConfigError naming the value and the accepted names.
 inline SamplerCorrectionMode parse_sampler_correction_mode(std::string_view name) {
-  if (name == "tis") return SamplerCorrectionMode::token_truncate;
-  if (name == "icepop") return SamplerCorrectionMode::token_mask;
-  if (name == "seq-mask-tis") return SamplerCorrectionMode::sequence_geometric_mask;
-  for (auto mode : {SamplerCorrectionMode::none, SamplerCorrectionMode::token_truncate,
-                    SamplerCorrectionMode::token_mask, SamplerCorrectionMode::sequence_truncate,
-                    SamplerCorrectionMode::sequence_mask, SamplerCorrectionMode::sequence_geometric_mask}) {
-    if (name == to_string(mode)) return mode;
-  }
-  detail::throw_formatted<ConfigError>(
-      "sampler_correction: unknown mode '{}' (expected none, token_truncate, token_mask, sequence_truncate, "
-      "sequence_mask, sequence_geometric_mask, tis, icepop or seq-mask-tis)",
-      name);
+  return detail::parse_enum(name, detail::kSamplerCorrectionModeNames, "sampler correction mode");
 }
 
 /// Options of sampler_correction_weights. Defaults are TRL's (cap 3, no lower bound); OpenRLHF uses

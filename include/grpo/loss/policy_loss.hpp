@@ -11,6 +11,7 @@
 // only be computed here.
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
 
@@ -18,7 +19,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -53,64 +53,50 @@ enum class ImportanceLevel {
   sequence_token,  ///< GSPO-token: log w_it = lp_it − sg(lp_it) + sg(log w_i); value of `sequence`, per-token gradient
 };
 
+namespace detail {
+/// verl's policy_loss names "vanilla" and "geo_mean" are aliases of ppo_clip and gmpo.
+inline constexpr EnumNames<PolicyLossType, 11> kPolicyLossTypeNames{{
+    {PolicyLossType::ppo_clip, "ppo_clip"},
+    {PolicyLossType::ppo_clip, "vanilla"},
+    {PolicyLossType::cispo, "cispo"},
+    {PolicyLossType::cispo_two_sided, "cispo_two_sided"},
+    {PolicyLossType::sapo, "sapo"},
+    {PolicyLossType::vespo, "vespo"},
+    {PolicyLossType::gpg, "gpg"},
+    {PolicyLossType::gmpo, "gmpo"},
+    {PolicyLossType::gmpo, "geo_mean"},
+    {PolicyLossType::clip_cov, "clip_cov"},
+    {PolicyLossType::kl_cov, "kl_cov"},
+}};
+static_assert(names_are_unique(kPolicyLossTypeNames));
+
+inline constexpr EnumNames<ImportanceLevel, 3> kImportanceLevelNames{{
+    {ImportanceLevel::token, "token"},
+    {ImportanceLevel::sequence, "sequence"},
+    {ImportanceLevel::sequence_token, "sequence_token"},
+}};
+static_assert(names_are_unique(kImportanceLevelNames));
+}  // namespace detail
+
 /// The canonical name of a policy-loss type ("ppo_clip", "cispo", ...), as parse_policy_loss_type accepts.
 inline std::string_view policy_loss_type_name(PolicyLossType type) {
-  switch (type) {
-    case PolicyLossType::ppo_clip: return "ppo_clip";
-    case PolicyLossType::cispo: return "cispo";
-    case PolicyLossType::cispo_two_sided: return "cispo_two_sided";
-    case PolicyLossType::sapo: return "sapo";
-    case PolicyLossType::vespo: return "vespo";
-    case PolicyLossType::gpg: return "gpg";
-    case PolicyLossType::gmpo: return "gmpo";
-    case PolicyLossType::clip_cov: return "clip_cov";
-    case PolicyLossType::kl_cov: return "kl_cov";
-  }
-  return "unknown";
+  return detail::enum_name(type, detail::kPolicyLossTypeNames);
 }
 
 /// The canonical name of an importance level ("token", "sequence", "sequence_token").
 inline std::string_view importance_level_name(ImportanceLevel level) {
-  switch (level) {
-    case ImportanceLevel::token: return "token";
-    case ImportanceLevel::sequence: return "sequence";
-    case ImportanceLevel::sequence_token: return "sequence_token";
-  }
-  return "unknown";
+  return detail::enum_name(level, detail::kImportanceLevelNames);
 }
 
 /// Parses a policy-loss name. Accepts the canonical names and verl's aliases `vanilla` (= ppo_clip) and
 /// `geo_mean` (= gmpo). Throws ConfigError listing the valid names.
 inline PolicyLossType parse_policy_loss_type(std::string_view name) {
-  static constexpr std::array<std::pair<std::string_view, PolicyLossType>, 11> kNames{{
-      {"ppo_clip", PolicyLossType::ppo_clip},
-      {"vanilla", PolicyLossType::ppo_clip},
-      {"cispo", PolicyLossType::cispo},
-      {"cispo_two_sided", PolicyLossType::cispo_two_sided},
-      {"sapo", PolicyLossType::sapo},
-      {"vespo", PolicyLossType::vespo},
-      {"gpg", PolicyLossType::gpg},
-      {"gmpo", PolicyLossType::gmpo},
-      {"geo_mean", PolicyLossType::gmpo},
-      {"clip_cov", PolicyLossType::clip_cov},
-      {"kl_cov", PolicyLossType::kl_cov},
-  }};
-  for (const auto& [key, value] : kNames) {
-    if (key == name) return value;
-  }
-  detail::throw_formatted<ConfigError>(
-      "unknown policy loss type '{}'; valid names: ppo_clip (alias vanilla), cispo, cispo_two_sided, sapo, vespo, "
-      "gpg, gmpo (alias geo_mean), clip_cov, kl_cov",
-      name);
+  return detail::parse_enum(name, detail::kPolicyLossTypeNames, "policy loss type");
 }
 
 /// Parses an importance level: "token", "sequence" or "sequence_token". Throws ConfigError listing them.
 inline ImportanceLevel parse_importance_level(std::string_view name) {
-  if (name == "token") return ImportanceLevel::token;
-  if (name == "sequence") return ImportanceLevel::sequence;
-  if (name == "sequence_token") return ImportanceLevel::sequence_token;
-  detail::throw_formatted<ConfigError>(
-      "unknown importance level '{}'; valid names: token, sequence, sequence_token", name);
+  return detail::parse_enum(name, detail::kImportanceLevelNames, "importance level");
 }
 
 /// Options of policy_loss(). Defaults are TRL's and verl's (they agree where both have the option).
@@ -123,7 +109,8 @@ struct PolicyLossOptions {
   /// Clip range of w: [1 − epsilon_low, 1 + epsilon_high] for ppo_clip, clip_cov and cispo_two_sided
   /// (TRL `epsilon`/`epsilon_high`, verl `clip_ratio_low/high`); for gmpo the range of log w, [−ε_low, ε_high]
   /// (the GMPO paper suggests 0.4). For cispo (TRL) epsilon_high is the ABSOLUTE cap on w (ScaleRL uses 5.0)
-  /// and epsilon_low is unused.
+  /// and epsilon_low is unused. Both must be > 0 for the types with a clip range (ppo_clip, clip_cov,
+  /// cispo_two_sided, gmpo), and epsilon_high for cispo; otherwise >= 0.
   double epsilon_low = 0.2, epsilon_high = 0.2;
   /// INTELLECT-2 two-sided clip (TRL `delta`, ppo_clip only): the unclipped branch uses min(w, δ). Must be > 1.
   std::optional<double> delta;
@@ -162,6 +149,16 @@ struct PolicyLossOptions {
                       "PolicyLossOptions.epsilon_low must be finite and >= 0, got {}", epsilon_low);
     GRPO_CHECK_CONFIG(epsilon_high >= 0 && std::isfinite(epsilon_high),
                       "PolicyLossOptions.epsilon_high must be finite and >= 0, got {}", epsilon_high);
+    // A clip range with a side of width 0 clips every ratio on that side of 1: the surrogate would carry no
+    // gradient there. TRL and verl default to 0.2; GMPO's ε is a log-ratio bound (the paper uses 0.4).
+    const bool clip_range = type == PolicyLossType::ppo_clip || type == PolicyLossType::clip_cov ||
+                            type == PolicyLossType::cispo_two_sided || type == PolicyLossType::gmpo;
+    if (clip_range) {
+      GRPO_CHECK_CONFIG(epsilon_low > 0, "PolicyLossOptions.epsilon_low must be > 0 for {}, got {}", type_name,
+                        epsilon_low);
+      GRPO_CHECK_CONFIG(epsilon_high > 0, "PolicyLossOptions.epsilon_high must be > 0 for {}, got {}", type_name,
+                        epsilon_high);
+    }
     if (type == PolicyLossType::cispo) {
       GRPO_CHECK_CONFIG(epsilon_high > 0,
                         "PolicyLossOptions.epsilon_high is CISPO's absolute cap on w and must be > 0, got {}",
@@ -296,6 +293,27 @@ inline PolicyLossTensors make_policy_loss_tensors(const torch::Tensor& log_probs
   return in;
 }
 
+/// Throws grpo::Error naming the argument unless log_probs is a floating [B, T] tensor, old_log_probs a floating
+/// tensor of the same shape and mask of the same shape.
+inline void check_log_prob_inputs(const torch::Tensor& log_probs, const torch::Tensor& old_log_probs,
+                                  const torch::Tensor& mask, std::string_view what) {
+  check_dim(log_probs, 2, "log_probs", what);
+  check_floating(log_probs, "log_probs", what);
+  check_same_shape(log_probs, "log_probs", old_log_probs, "old_log_probs", what);
+  check_floating(old_log_probs, "old_log_probs", what);
+  check_same_shape(log_probs, "log_probs", mask, "mask", what);
+}
+
+/// Throws grpo::Error unless advantages is a floating tensor of shape [B] or [B, T] like log_probs [B, T].
+inline void check_advantages(const torch::Tensor& advantages, const torch::Tensor& log_probs, std::string_view what) {
+  const int64_t batch = log_probs.size(0);
+  GRPO_CHECK(advantages.defined() && ((advantages.dim() == 1 && advantages.size(0) == batch) ||
+                                      (advantages.dim() == 2 && advantages.sizes() == log_probs.sizes())),
+             "{}: advantages must have shape [{}] or {} like log_probs, got {}", what, batch, shape_str(log_probs),
+             shape_str(advantages));
+  check_floating(advantages, "advantages", what);
+}
+
 /// Float32 for half-precision inputs (exp and the sums need its range), the input dtype otherwise.
 inline torch::ScalarType policy_loss_compute_dtype(torch::ScalarType dtype) {
   return (dtype == torch::kHalf || dtype == torch::kBFloat16) ? torch::kFloat : dtype;
@@ -372,7 +390,8 @@ inline int64_t cov_token_count(double ratio, int64_t n_valid) {
 ///     at A = 0 where the loss is 0 anyway), w_i = exp(Σ_t m·Δ' / max(|o_i|, 1)), A_i = A for [B] advantages or
 ///     Σ_t m·A / max(|o_i|, 1) (verl) for [B, T];  L_i = −A_i·w_i is a per-SEQUENCE loss. It is returned as L_i on
 ///     every valid token of sequence i, so the token mean of row i is exactly L_i and the sequence-mean-of-token-
-///     means aggregation (over B rows, empty rows counting 0) gives mean_i L_i, GMPO's plain mean over sequences.
+///     means aggregation (over B rows, empty rows counting 0) gives mean_i L_i, GMPO's plain mean over sequences
+///     (GrpoLossOptions accepts gmpo only with such a loss_type).
 ///     (The token SUM of row i is |o_i|·L_i.) Empty rows contribute 0 like verl (TRL would count −A_i).
 /// - clip_cov (verl): L = max(−A·w, −A·clip(w, 1−ε_low, 1+ε_high)) (no dual clip); with batch means over valid
 ///     tokens, cov = (A − mean A)·(lp − mean sg(lp)); candidates are valid tokens not already clipped (clipped
@@ -392,17 +411,8 @@ inline PolicyLossOutput policy_loss(const torch::Tensor& log_probs, const torch:
                                     const PolicyLossOptions& options) {
   constexpr std::string_view kWhat = "policy_loss";
   options.validate();
-  detail::check_dim(log_probs, 2, "log_probs", kWhat);
-  detail::check_floating(log_probs, "log_probs", kWhat);
-  detail::check_same_shape(log_probs, "log_probs", old_log_probs, "old_log_probs", kWhat);
-  detail::check_floating(old_log_probs, "old_log_probs", kWhat);
-  detail::check_same_shape(log_probs, "log_probs", mask, "mask", kWhat);
-  detail::check_floating(advantages, "advantages", kWhat);
-  const int64_t batch = log_probs.size(0);
-  GRPO_CHECK((advantages.dim() == 1 && advantages.size(0) == batch) ||
-                 (advantages.dim() == 2 && advantages.sizes() == log_probs.sizes()),
-             "{}: advantages must have shape [{}] or {} like log_probs, got {}", kWhat, batch, shape_str(log_probs),
-             shape_str(advantages));
+  detail::check_log_prob_inputs(log_probs, old_log_probs, mask, kWhat);
+  detail::check_advantages(advantages, log_probs, kWhat);
 
   const auto out_dtype = log_probs.scalar_type();
   const auto dtype = detail::policy_loss_compute_dtype(out_dtype);
@@ -559,11 +569,7 @@ inline PolicyLossOutput policy_loss(const torch::Tensor& log_probs, const torch:
 inline torch::Tensor log_importance_weight(const torch::Tensor& log_probs, const torch::Tensor& old_log_probs,
                                            const torch::Tensor& mask, const PolicyLossOptions& options) {
   constexpr std::string_view kWhat = "log_importance_weight";
-  detail::check_dim(log_probs, 2, "log_probs", kWhat);
-  detail::check_floating(log_probs, "log_probs", kWhat);
-  detail::check_same_shape(log_probs, "log_probs", old_log_probs, "old_log_probs", kWhat);
-  detail::check_floating(old_log_probs, "old_log_probs", kWhat);
-  detail::check_same_shape(log_probs, "log_probs", mask, "mask", kWhat);
+  detail::check_log_prob_inputs(log_probs, old_log_probs, mask, kWhat);
   const auto in = detail::make_policy_loss_tensors(log_probs, old_log_probs, torch::Tensor(), mask,
                                                    detail::policy_loss_compute_dtype(log_probs.scalar_type()));
   return detail::masked_where(in.valid, detail::log_importance_weight(in, options)).to(log_probs.scalar_type());

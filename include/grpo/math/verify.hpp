@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The math-answer verifier (the accuracy reward's engine): extract → normalise → parse → compare.
+//
+// Semantics follow huggingface/Math-Verify 0.8 (`verify(parse(gold), parse(pred))`), re-implemented in C++:
+// exact rationals (GMP), Arb ball arithmetic at 128/320 bits for constants (√8 = 2√2, sin(π/6) = 1/2),
+// randomised identity testing over Arb for expressions with free symbols (Schwartz–Zippel: polynomial and rational
+// identities are decided with overwhelming probability; transcendental ones are probable), and gold-directed
+// structural rules for sets, tuples, intervals, matrices, relations and assignments. Differences from
+// Math-Verify are listed in docs/math_verifier.md. Thread-safe: no global state; each call owns its numbers.
+// Timeouts are cooperative: `deadline` is polled by the parser/evaluator; no signals.
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "grpo/math/expr.hpp"
+#include "grpo/math/extract.hpp"
+
+namespace grpo::math {
+
+enum class Verdict { equal, not_equal, unknown, timeout };
+
+constexpr std::string_view to_string(Verdict v) {
+  switch (v) {
+    case Verdict::equal: return "equal";
+    case Verdict::not_equal: return "not_equal";
+    case Verdict::unknown: return "unknown";
+    case Verdict::timeout: return "timeout";
+  }
+  return "?";
+}
+inline std::ostream& operator<<(std::ostream& os, Verdict v) { return os << to_string(v); }
+
+// Options for verify(). float_rounding / numeric_precision / strict / allow_set_relation_comp mean what they mean
+// in Math-Verify's verify(): a float literal on either side rounds both numbers to `float_rounding` decimals;
+// strict=false renames the prediction's free symbols to the gold's by position; allow_set_relation_comp lets a
+// predicted inequality match a gold set (off: echoing the question's inequality is a known reward hack).
+struct VerifyOptions {
+  int float_rounding = 6;
+  // Relative decimal digits to which two float-bearing values must agree when rounding does not apply (complex
+  // values). Exact constants are compared at ~30 digits instead (Arb), so √8 vs 2.828427 still needs rounding.
+  int numeric_precision = 15;
+  bool strict = true;
+  bool allow_set_relation_comp = false;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  ExtractOptions gold{}, pred{};
+  ParseOptions limits{};
+  int random_points = 6;  // evaluation points for expressions with free symbols
+};
+
+// Full pipeline. Gold and prediction keep their roles (not symmetric): a gold `x = 1` equals a prediction `1`,
+// a gold inequality equals a predicted interval, and a predicted equation is reduced to its right-hand side.
+// Returns unknown when the gold has no parsable answer or the comparison could not be decided within the limits,
+// not_equal when the prediction has no answer, timeout when `deadline` passed. Never throws for bad text; throws
+// grpo::ConfigError for invalid options (float_rounding outside [0, 100], numeric_precision outside [1, 1000],
+// random_points outside [1, 64], non-positive limits, no extraction target on a side).
+Verdict verify(std::string_view gold, std::string_view pred, const VerifyOptions& options = {});
+
+// Compares two parsed answers (gold first) with the rules above; the building block of verify().
+Verdict compare(const Expr& gold, const Expr& pred, const VerifyOptions& options = {});
+
+// An extracted and parsed answer: the first candidate that parsed (Math-Verify's group rules: by priority, then
+// rightmost first; first_match stops at the first candidate) and the first normalised candidate string, which
+// Math-Verify keeps as a string fallback (two equal fallback strings make verify() return equal).
+struct ParsedAnswer {
+  std::optional<Expr> expr;
+  std::string fallback;
+};
+
+// Extract and parse once, then verify_parsed() many times: a GRPO group shares one gold answer.
+ParsedAnswer parse_answer(std::string_view text, const ExtractOptions& extract = {}, const ParseOptions& parse = {},
+                          std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+Verdict verify_parsed(const ParsedAnswer& gold, const ParsedAnswer& pred, const VerifyOptions& options = {});
+
+// Presets.
+// Math-Verify's own defaults: verify(parse(gold), parse(pred)) with LatexExtractionConfig() + ExprExtractionConfig().
+VerifyOptions math_verify_defaults();
+// open-r1 accuracy_reward (the R1-Zero setting): gold parsed with first_match and the default targets; prediction
+// with LaTeX only, boxed first, no unanchored environments, no malformed-operator repair, no nits, first_match.
+VerifyOptions open_r1_accuracy();
+// Math-Verify's test-suite harness (tests/test_all.py compare_strings): boxed priority 0 on both sides and the
+// given targets.
+VerifyOptions math_verify_test_harness(bool latex, bool expr);
+
+}  // namespace grpo::math

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+// Prompt datasets: JSON-lines or JSON-array files read into examples {chat prompt, ground truth, the whole row},
+// with deterministic shuffling, a train / held-out split and batches of P prompts.
+//
+// Formats (the field names of the published data sets):
+//   roll    ROLL RLVR rows: `messages` (a JSON *string* holding the chat list [{"role", "content"}, ...]; an actual
+//           JSON list is accepted too), `ground_truth` (string or number); `id, tag, difficulty, ...` stay in the row.
+//   trl     TRL / open-r1 NuminaMath-TIR rows: `problem` (one user message), `solution` (the worked solution, the
+//           ground truth as TRL's accuracy reward parses it).
+//   gsm8k   `question` (one user message), `answer` ending in "#### N": ground truth = N with thousands separators
+//           removed ("#### 1,600" → "1600"), as verl's gsm8k preprocessing does.
+//   fields  any other data: DatasetOptions::prompt_field / answer_field name the fields.
+//   detect  decided per file from the fields of its first row (messages+ground_truth → roll, problem+solution →
+//           trl, question+answer → gsm8k), otherwise an error asking for a format.
+#pragma once
+
+#include <grpo/rewards/reward_function.hpp>
+#include <grpo/text/chat_template.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace grpo::io {
+
+enum class DatasetFormat { detect, roll, trl, gsm8k, fields };
+
+/// What to do with a row that does not parse or lacks a field the format needs.
+enum class BadRowPolicy {
+  stop,  ///< throw grpo::ParseError naming file:line and the field
+  skip,  ///< leave the row out and count it (Dataset::skipped_rows, Dataset::skip_reasons)
+};
+
+struct DatasetOptions {
+  DatasetFormat format = DatasetFormat::detect;
+  BadRowPolicy on_bad_row = BadRowPolicy::stop;
+  /// format == fields: the field holding the prompt (plain text → one user message; with prompt_is_chat, a chat
+  /// list as in ROLL's `messages`) and the field holding the ground truth (text or number).
+  std::string prompt_field;
+  std::string answer_field;
+  bool prompt_is_chat = false;
+  /// When not empty, prepended as a "system" message to prompts that are plain text (trl, gsm8k, fields without
+  /// prompt_is_chat). Chat-list prompts (roll) carry their own system message and are left as they are.
+  std::string system_prompt;
+};
+
+/// One prompt of a data set.
+struct Example {
+  std::vector<text::ChatMessage> prompt;  ///< the chat the model is asked to continue
+  std::string ground_truth;               ///< the gold answer the accuracy reward compares with
+  std::shared_ptr<const rewards::Row> row;  ///< every field of the source row (for rewards::Completion::row)
+  std::string source;                     ///< "file:line" (JSON lines) or "file[index]" (JSON array)
+};
+
+/// A batch of P prompts, in dataset order.
+struct ExampleBatch {
+  std::vector<Example> examples;
+
+  std::size_t size() const { return examples.size(); }
+  /// The prompts, one chat per example, for a ChatTemplate / Sampler.
+  std::vector<std::vector<text::ChatMessage>> prompts() const;
+  /// The rows, one per example, for rewards::Completion::row.
+  std::vector<std::shared_ptr<const rewards::Row>> rows() const;
+};
+
+struct DatasetSplit;
+
+/// An in-memory list of examples. Cheap to copy (rows are shared).
+class Dataset {
+ public:
+  Dataset() = default;
+  explicit Dataset(std::vector<Example> examples, std::size_t skipped_rows = 0,
+                   std::vector<std::string> skip_reasons = {});
+
+  /// Reads a JSON-lines file (one object per line; blank lines ignored) or, when its first non-blank character is
+  /// '[', a JSON array of objects. Throws grpo::ParseError for a file that cannot be read, a bad row under
+  /// BadRowPolicy::stop ("file:line: field 'answer' ..."), or format == detect on unknown fields; ConfigError for
+  /// format == fields without prompt_field / answer_field.
+  static Dataset load(const std::filesystem::path& path, const DatasetOptions& options = {});
+  /// As load, from text in memory; `source` names it in error messages.
+  static Dataset parse(std::string_view text, std::string_view source, const DatasetOptions& options = {});
+
+  std::size_t size() const { return examples_.size(); }
+  bool empty() const { return examples_.empty(); }
+  const Example& operator[](std::size_t index) const { return examples_[index]; }
+  const std::vector<Example>& examples() const { return examples_; }
+  /// Rows left out under BadRowPolicy::skip, and why ("file:line: message"), in file order.
+  std::size_t skipped_rows() const { return skipped_rows_; }
+  const std::vector<std::string>& skip_reasons() const { return skip_reasons_; }
+
+  /// A permutation that depends only on the seed and the size (Fisher-Yates driven by std::mt19937_64, whose
+  /// output the standard fixes; std::shuffle and the distributions are not portable, so they are not used).
+  /// Use shuffled(seed + epoch) for a fresh order every epoch.
+  Dataset shuffled(std::uint64_t seed) const;
+  /// Shuffles with the seed, then the first `held_out` examples form the held-out set and the rest the training
+  /// set. Throws ConfigError when held_out > size().
+  DatasetSplit split(std::size_t held_out, std::uint64_t seed) const;
+  /// Consecutive batches of `prompts_per_batch` (P) examples in the current order; the last, shorter batch is
+  /// dropped when drop_last (every step then sees P prompts, as TRL's sampler does). Throws ConfigError for P == 0.
+  std::vector<ExampleBatch> batches(std::size_t prompts_per_batch, bool drop_last = true) const;
+
+ private:
+  std::vector<Example> examples_;
+  std::size_t skipped_rows_ = 0;
+  std::vector<std::string> skip_reasons_;
+};
+
+struct DatasetSplit {
+  Dataset train;
+  Dataset held_out;
+};
+
+/// The ground truth of a GSM8K answer: the text after the last "####", trimmed, with ',' removed; nullopt when
+/// there is no "####" or nothing after it.
+std::optional<std::string> gsm8k_final_answer(std::string_view answer);
+
+}  // namespace grpo::io

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// Training checkpoints: one directory per step, written atomically, the last K kept, the newest found for resume.
+//
+//   <directory>/checkpoint-<step>/
+//     config.json, model.safetensors   the model in Hugging Face layout (models::save_pretrained): loadable by
+//                                      transformers and by models::from_pretrained
+//     optimizer.pt                     the optimizer state (torch::serialize::OutputArchive via Optimizer::save)
+//     rng_state.pt                     the default CPU generator's state (torch::manual_seed streams continue)
+//     trainer_state.json               {"step": N, "seed": S, "values": {"name": number, ...}}
+//
+// A checkpoint is first written to "checkpoint-<step>.tmp" and renamed when complete, so a crash leaves either the
+// previous set of checkpoints or a ".tmp" directory that latest() ignores and the next save() removes. One writer
+// per directory is assumed.
+#pragma once
+
+#include <grpo/models/causal_lm.hpp>
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace grpo::train {
+
+/// The loop's own counters, saved as trainer_state.json beside the model.
+struct TrainerState {
+  std::int64_t step = 0;
+  std::uint64_t seed = 0;
+  /// Further numbers the loop needs to resume (epoch, samples seen, best score, ...). Doubles: integers are exact
+  /// up to 2^53.
+  std::map<std::string, double> values;
+
+  bool operator==(const TrainerState&) const = default;
+};
+
+struct CheckpointOptions {
+  std::filesystem::path directory;  ///< holds the checkpoint-<step> directories (created when missing)
+  std::size_t keep_last = 3;        ///< complete checkpoints kept after each save, newest first; 0 = keep all
+};
+
+/// A complete checkpoint on disk.
+struct CheckpointInfo {
+  std::int64_t step = 0;
+  std::filesystem::path path;
+};
+
+class CheckpointManager {
+ public:
+  /// Throws ConfigError for an empty directory option.
+  explicit CheckpointManager(CheckpointOptions options);
+
+  /// Writes checkpoint-<state.step> (model, optimizer, the default CPU generator's state and `state`), replacing
+  /// one of the same step, then deletes stray ".tmp" directories and all but the newest keep_last checkpoints.
+  /// Returns the checkpoint's path. Throws grpo::Error naming the path when it cannot be written (the previous
+  /// checkpoints stay as they were) or for a negative step.
+  std::filesystem::path save(const models::CausalLM& model, const torch::optim::Optimizer& optimizer,
+                             const TrainerState& state);
+
+  /// Complete checkpoints (directories "checkpoint-<digits>" holding trainer_state.json), oldest first.
+  std::vector<CheckpointInfo> list() const;
+  /// The newest complete checkpoint, for resume; nullopt when there is none.
+  std::optional<CheckpointInfo> latest() const;
+
+  /// Loads a checkpoint written by save into an existing model (same architecture; parameters are copied in
+  /// place, so an optimizer built on them stays valid) and optimizer, restores the default CPU generator's state,
+  /// and returns the trainer state. Throws grpo::Error / ParseError naming the file that is missing or malformed.
+  static TrainerState load(const std::filesystem::path& checkpoint, models::CausalLM& model,
+                           torch::optim::Optimizer& optimizer);
+
+  const CheckpointOptions& options() const { return options_; }
+
+ private:
+  CheckpointOptions options_;
+};
+
+/// trainer_state.json text for `state`, and back (ParseError naming `source` and the field).
+std::string trainer_state_to_json(const TrainerState& state);
+TrainerState trainer_state_from_json(std::string_view json, std::string_view source = "trainer_state.json");
+
+}  // namespace grpo::train

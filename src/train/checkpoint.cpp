@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <grpo/core/error.hpp>
+#include <grpo/core/json_quote.hpp>
+#include <grpo/io/atomic_file.hpp>
+#include <grpo/io/safetensors.hpp>
+#include <grpo/train/checkpoint.hpp>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+namespace grpo::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::string_view kPrefix = "checkpoint-";
+constexpr std::string_view kTmpSuffix = ".tmp";
+constexpr const char* kStateFile = "trainer_state.json";
+
+// The step of a directory named exactly "checkpoint-<digits>".
+std::optional<std::int64_t> checkpoint_step(const std::string& name) {
+  if (!name.starts_with(kPrefix) || name.size() == kPrefix.size()) return std::nullopt;
+  std::int64_t step = 0;
+  const char* begin = name.data() + kPrefix.size();
+  const char* end = name.data() + name.size();
+  if (*begin < '0' || *begin > '9') return std::nullopt;
+  const auto [next, error] = std::from_chars(begin, end, step);
+  if (error != std::errc() || next != end) return std::nullopt;
+  return step;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  GRPO_CHECK(in.good(), "cannot read {}", path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+[[noreturn]] void state_error(std::string_view source, std::string_view what) {
+  ::grpo::detail::throw_formatted<ParseError>("{}: {}", source, what);
+}
+
+}  // namespace
+
+std::string trainer_state_to_json(const TrainerState& state) {
+  std::string out = fmt::format("{{\n  \"step\": {},\n  \"seed\": {},\n  \"values\": {{", state.step, state.seed);
+  bool first = true;
+  for (const auto& [name, value] : state.values) {
+    GRPO_CHECK(std::isfinite(value), "TrainerState: value '{}' is {}; only finite numbers can be saved", name, value);
+    out += first ? "\n    " : ",\n    ";
+    first = false;
+    append_json_quoted(out, name);
+    fmt::format_to(std::back_inserter(out), ": {}", value);  // shortest round-trip text
+  }
+  out += first ? "}\n}\n" : "\n  }\n}\n";
+  return out;
+}
+
+TrainerState trainer_state_from_json(std::string_view json, std::string_view source) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (const auto error = parser.parse(simdjson::padded_string(json)).get(root)) {
+    state_error(source, fmt::format("invalid JSON ({})", simdjson::error_message(error)));
+  }
+  TrainerState state;
+  if (root["step"].get_int64().get(state.step)) state_error(source, "field 'step' should be an integer");
+  if (root["seed"].get_uint64().get(state.seed)) state_error(source, "field 'seed' should be a non-negative integer");
+  simdjson::dom::object values;
+  if (root["values"].get_object().get(values)) state_error(source, "field 'values' should be an object");
+  for (const auto field : values) {
+    double value = 0.0;
+    if (field.value.get_double().get(value)) {
+      std::int64_t integer = 0;
+      std::uint64_t unsigned_integer = 0;
+      if (!field.value.get_int64().get(integer)) {
+        value = static_cast<double>(integer);
+      } else if (!field.value.get_uint64().get(unsigned_integer)) {
+        value = static_cast<double>(unsigned_integer);
+      } else {
+        state_error(source, fmt::format("field 'values.{}' should be a number", field.key));
+      }
+    }
+    state.values.emplace(std::string(field.key), value);
+  }
+  return state;
+}
+
+CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::move(options)) {
+  GRPO_CHECK_CONFIG(!options_.directory.empty(), "CheckpointOptions: directory must not be empty");
+}
+
+fs::path CheckpointManager::save(const models::CausalLM& model, const torch::optim::Optimizer& optimizer,
+                                 const TrainerState& state) {
+  GRPO_CHECK(state.step >= 0, "CheckpointManager::save: step must be ≥ 0, got {}", state.step);
+  const fs::path final_dir = options_.directory / fmt::format("{}{}", kPrefix, state.step);
+  fs::path tmp_dir = final_dir;
+  tmp_dir += kTmpSuffix;
+  fs::create_directories(options_.directory);
+  fs::remove_all(tmp_dir);
+  try {
+    fs::create_directories(tmp_dir);
+    models::save_pretrained(model, tmp_dir);
+    {
+      torch::serialize::OutputArchive archive;
+      optimizer.save(archive);
+      archive.save_to((tmp_dir / "optimizer.pt").string());
+    }
+    {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      torch::Tensor rng_state;
+      {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        rng_state = generator.get_state();
+      }
+      torch::serialize::OutputArchive archive;
+      archive.write("cpu_rng_state", rng_state);
+      archive.save_to((tmp_dir / "rng_state.pt").string());
+    }
+    // Written last: its presence marks the directory as complete.
+    io::write_file_atomically(tmp_dir / kStateFile,
+                              [&](std::ostream& out) { out << trainer_state_to_json(state); });
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp_dir, ignored);
+    throw;
+  }
+  // rename(2) cannot replace a non-empty directory: an old checkpoint of the same step goes first.
+  fs::remove_all(final_dir);
+  std::error_code error;
+  fs::rename(tmp_dir, final_dir, error);
+  GRPO_CHECK(!error, "cannot rename {} to {}: {}", tmp_dir.string(), final_dir.string(), error.message());
+
+  // Leftovers of crashed saves, then the oldest complete checkpoints beyond keep_last.
+  for (const auto& entry : fs::directory_iterator(options_.directory)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.starts_with(kPrefix) && name.ends_with(kTmpSuffix)) {
+      fs::remove_all(entry.path());
+    }
+  }
+  if (options_.keep_last > 0) {
+    const std::vector<CheckpointInfo> all = list();
+    for (std::size_t i = 0; i + options_.keep_last < all.size(); ++i) fs::remove_all(all[i].path);
+  }
+  return final_dir;
+}
+
+std::vector<CheckpointInfo> CheckpointManager::list() const {
+  std::vector<CheckpointInfo> out;
+  if (!fs::is_directory(options_.directory)) return out;
+  for (const auto& entry : fs::directory_iterator(options_.directory)) {
+    if (!entry.is_directory()) continue;
+    const std::optional<std::int64_t> step = checkpoint_step(entry.path().filename().string());
+    if (step && fs::is_regular_file(entry.path() / kStateFile)) out.push_back({*step, entry.path()});
+  }
+  std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
+  return out;
+}
+
+std::optional<CheckpointInfo> CheckpointManager::latest() const {
+  std::vector<CheckpointInfo> all = list();
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalLM& model,
+                                     torch::optim::Optimizer& optimizer) {
+  const fs::path state_path = checkpoint / kStateFile;
+  TrainerState state = trainer_state_from_json(read_text(state_path), state_path.string());
+  model->load_hf_state(io::load_checkpoint_tensors(checkpoint));
+  for (const char* file : {"optimizer.pt", "rng_state.pt"}) {
+    GRPO_CHECK(fs::is_regular_file(checkpoint / file), "checkpoint {} has no {}", checkpoint.string(), file);
+  }
+  {
+    torch::serialize::InputArchive archive;
+    archive.load_from((checkpoint / "optimizer.pt").string());
+    optimizer.load(archive);
+  }
+  {
+    torch::serialize::InputArchive archive;
+    archive.load_from((checkpoint / "rng_state.pt").string());
+    torch::Tensor rng_state;
+    archive.read("cpu_rng_state", rng_state);
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(rng_state);
+  }
+  return state;
+}
+
+}  // namespace grpo::train

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <grpo/core/error.hpp>
+#include <grpo/core/json_quote.hpp>
+#include <grpo/train/metrics_writer.hpp>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace grpo::train {
+namespace {
+
+std::ofstream open_jsonl(const std::filesystem::path& path, OpenMode mode) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary | (mode == OpenMode::append ? std::ios::app : std::ios::trunc));
+  GRPO_CHECK(out.good(), "cannot open {} for writing", path.string());
+  return out;
+}
+
+void append_number(std::string& out, double value) {
+  if (std::isfinite(value)) {
+    fmt::format_to(std::back_inserter(out), "{}", value);
+  } else {
+    out += "null";
+  }
+}
+
+void write_line(std::ofstream& out, const std::string& line, const std::filesystem::path& path) {
+  out << line << '\n';
+  out.flush();
+  GRPO_CHECK(out.good(), "writing {} failed", path.string());
+}
+
+}  // namespace
+
+double unix_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+MetricsWriter::MetricsWriter(const std::filesystem::path& path, OpenMode mode)
+    : path_(path), out_(open_jsonl(path, mode)) {}
+
+void MetricsWriter::write(std::int64_t step, const Scalars& scalars, double wall_time) {
+  std::string line = fmt::format("{{\"step\":{},\"wall_time\":", step);
+  append_number(line, wall_time);
+  for (const auto& [name, value] : scalars) {
+    GRPO_CHECK(name != "step" && name != "wall_time", "MetricsWriter: a scalar may not be named '{}' ({})", name,
+               path_.string());
+    line.push_back(',');
+    append_json_quoted(line, name);
+    line.push_back(':');
+    append_number(line, value);
+  }
+  line.push_back('}');
+  write_line(out_, line, path_);
+}
+
+CompletionTableWriter::CompletionTableWriter(const std::filesystem::path& path, OpenMode mode)
+    : path_(path), out_(open_jsonl(path, mode)) {}
+
+void CompletionTableWriter::write(std::int64_t step, std::span<const CompletionRecord> records) {
+  for (const CompletionRecord& record : records) {
+    std::string line = fmt::format("{{\"step\":{},\"prompt\":", step);
+    append_json_quoted(line, record.prompt);
+    line += ",\"completion\":";
+    append_json_quoted(line, record.completion);
+    line += ",\"rewards\":{";
+    for (std::size_t i = 0; i < record.rewards.size(); ++i) {
+      if (i > 0) line.push_back(',');
+      append_json_quoted(line, record.rewards[i].first);
+      line.push_back(':');
+      append_number(line, record.rewards[i].second.value_or(NAN));
+    }
+    line += "},\"advantage\":";
+    append_number(line, record.advantage);
+    line.push_back('}');
+    write_line(out_, line, path_);
+  }
+}
+
+}  // namespace grpo::train

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <grpo/core/error.hpp>
+#include <grpo/train/checkpoint.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+namespace fs = std::filesystem;
+using grpo::train::CheckpointManager;
+using grpo::train::CheckpointOptions;
+using grpo::train::TrainerState;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+grpo::models::CausalLM tiny_model() {
+  grpo::models::ModelConfig config;
+  config.vocab_size = 16;
+  config.hidden_size = 8;
+  config.intermediate_size = 16;
+  config.num_hidden_layers = 1;
+  config.num_attention_heads = 2;
+  config.num_key_value_heads = 1;
+  config.max_position_embeddings = 32;
+  return grpo::models::CausalLM(config);
+}
+
+// One deterministic AdamW step: the gradient depends only on the parameters.
+void train_step(grpo::models::CausalLM& model, torch::optim::AdamW& optimizer) {
+  const torch::Tensor ids = torch::tensor({{1, 5, 3, 7}}, torch::kInt64);
+  optimizer.zero_grad();
+  model->forward(ids).pow(2).mean().backward();
+  optimizer.step();
+}
+
+std::map<std::string, torch::Tensor> snapshot(const grpo::models::CausalLM& model) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, tensor] : model->hf_state()) out.emplace(name, tensor.clone());
+  return out;
+}
+
+bool same_parameters(const grpo::models::CausalLM& model, const std::map<std::string, torch::Tensor>& expected) {
+  const auto actual = model->hf_state();
+  if (actual.size() != expected.size()) return false;
+  for (const auto& [name, tensor] : expected) {
+    if (!torch::equal(actual.at(name), tensor)) return false;
+  }
+  return true;
+}
+
+void save_dummy(CheckpointManager& manager, std::int64_t step) {
+  torch::manual_seed(0);
+  auto model = tiny_model();
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  manager.save(model, optimizer, TrainerState{step, 0, {}});
+}
+
+std::vector<std::int64_t> steps(const CheckpointManager& manager) {
+  std::vector<std::int64_t> out;
+  for (const auto& info : manager.list()) out.push_back(info.step);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint round trip: model, optimizer moments, RNG stream and trainer state", "[train][checkpoint]") {
+  const fs::path dir = fresh_dir("grpo_checkpoint_test");
+  torch::manual_seed(11);
+  auto model = tiny_model();
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  train_step(model, optimizer);
+  train_step(model, optimizer);
+
+  CheckpointManager manager({.directory = dir, .keep_last = 2});
+  const TrainerState state{2, 18446744073709551615ull, {{"epoch", 0.5}, {"samples", 1024}, {"best", -1e300}}};
+  const fs::path saved = manager.save(model, optimizer, state);
+  CHECK(saved == dir / "checkpoint-2");
+  CHECK(fs::is_regular_file(saved / "config.json"));
+  CHECK(fs::is_regular_file(saved / "model.safetensors"));
+  CHECK(fs::is_regular_file(saved / "optimizer.pt"));
+  CHECK(fs::is_regular_file(saved / "rng_state.pt"));
+  CHECK(fs::is_regular_file(saved / "trainer_state.json"));
+  CHECK_FALSE(fs::exists(dir / "checkpoint-2.tmp"));
+  const auto at_save = snapshot(model);
+  const torch::Tensor draws_after_save = torch::rand({5});
+
+  // The reference continuation: one more step from the saved state.
+  train_step(model, optimizer);
+  const auto continued = snapshot(model);
+  REQUIRE_FALSE(same_parameters(model, at_save));
+  torch::rand({3});  // move the RNG on
+
+  const TrainerState loaded = CheckpointManager::load(saved, model, optimizer);
+  CHECK(loaded == state);
+  CHECK(same_parameters(model, at_save));
+  CHECK(torch::equal(torch::rand({5}), draws_after_save));
+  // AdamW's next step depends on exp_avg, exp_avg_sq and the step count: it reproduces only if they were restored.
+  train_step(model, optimizer);
+  CHECK(same_parameters(model, continued));
+
+  // A fresh model and optimizer (a resumed process) reach the same point.
+  torch::manual_seed(99);
+  auto fresh = tiny_model();
+  torch::optim::AdamW fresh_optimizer(fresh->parameters(), torch::optim::AdamWOptions(1e-2));
+  CheckpointManager::load(manager.latest()->path, fresh, fresh_optimizer);
+  CHECK(same_parameters(fresh, at_save));
+  train_step(fresh, fresh_optimizer);
+  CHECK(same_parameters(fresh, continued));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoints: keep the last K, ignore and clean crashed .tmp directories, resume from the newest",
+          "[train][checkpoint]") {
+  const fs::path dir = fresh_dir("grpo_checkpoint_keep_test");
+  CheckpointManager manager({.directory = dir, .keep_last = 2});
+  CHECK(manager.list().empty());
+  CHECK_FALSE(manager.latest().has_value());  // also when the directory does not exist yet
+
+  save_dummy(manager, 1);
+  save_dummy(manager, 10);  // numeric order, not name order: 10 is newer than 9
+  save_dummy(manager, 9);
+  CHECK(steps(manager) == std::vector<std::int64_t>{9, 10});
+  CHECK_FALSE(fs::exists(dir / "checkpoint-1"));
+
+  // A crash while writing step 11 leaves checkpoint-11.tmp; a directory without trainer_state.json and unrelated
+  // names are not checkpoints either.
+  fs::create_directories(dir / "checkpoint-11.tmp");
+  std::ofstream(dir / "checkpoint-11.tmp" / "trainer_state.json") << R"({"step": 11, "seed": 0, "values": {}})";
+  fs::create_directories(dir / "checkpoint-12");
+  fs::create_directories(dir / "checkpoint-x13" / "sub");
+  std::ofstream(dir / "checkpoint-x13" / "trainer_state.json") << "{}";
+  REQUIRE(manager.latest().has_value());
+  CHECK(manager.latest()->step == 10);
+  CHECK(manager.latest()->path == dir / "checkpoint-10");
+
+  save_dummy(manager, 11);
+  CHECK_FALSE(fs::exists(dir / "checkpoint-11.tmp"));
+  CHECK(steps(manager) == std::vector<std::int64_t>{10, 11});
+  CHECK(fs::exists(dir / "checkpoint-12"));  // not ours to delete
+
+  save_dummy(manager, 11);  // saving a step again replaces it
+  CHECK(steps(manager) == std::vector<std::int64_t>{10, 11});
+
+  CheckpointManager keep_all({.directory = dir, .keep_last = 0});
+  save_dummy(keep_all, 20);
+  save_dummy(keep_all, 21);
+  CHECK(steps(keep_all) == std::vector<std::int64_t>{10, 11, 20, 21});
+
+  CHECK_THROWS_AS(CheckpointManager({.directory = ""}), grpo::ConfigError);
+  CHECK_THROWS_AS(save_dummy(manager, -1), grpo::Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("trainer_state.json round trip and errors", "[train][checkpoint]") {
+  const TrainerState state{7, 42, {{"a\"b", 0.1}, {"big", 1e300}, {"neg", -2.0}}};
+  const std::string json = grpo::train::trainer_state_to_json(state);
+  CHECK(json == "{\n  \"step\": 7,\n  \"seed\": 42,\n  \"values\": {\n    \"a\\\"b\": 0.1,\n    \"big\": 1e+300,\n"
+                "    \"neg\": -2\n  }\n}\n");
+  CHECK(grpo::train::trainer_state_from_json(json) == state);
+  CHECK(grpo::train::trainer_state_to_json(TrainerState{}) == "{\n  \"step\": 0,\n  \"seed\": 0,\n  \"values\": {}\n}\n");
+  CHECK(grpo::train::trainer_state_from_json(grpo::train::trainer_state_to_json(TrainerState{})) == TrainerState{});
+
+  CHECK_THROWS_AS(grpo::train::trainer_state_to_json(TrainerState{1, 0, {{"x", std::nan("")}}}), grpo::Error);
+  CHECK_THROWS_WITH(grpo::train::trainer_state_from_json(R"({"seed": 1, "values": {}})", "s.json"),
+                    Catch::Contains("s.json") && Catch::Contains("'step'"));
+  CHECK_THROWS_WITH(grpo::train::trainer_state_from_json(R"({"step": 1, "seed": 1, "values": {"v": "x"}})"),
+                    Catch::Contains("'values.v'"));
+  CHECK_THROWS_AS(grpo::train::trainer_state_from_json("{"), grpo::ParseError);
+}

@@ -37,8 +37,18 @@
 #include <grpo/rewards/reward_set.hpp>
 #include <grpo/rewards/tag_router.hpp>
 
+#include <grpo/math/extract.hpp>
+#include <grpo/math/graders.hpp>
+#include <grpo/math/verify.hpp>
+
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
 
 #include <grpo/io/atomic_file.hpp>
+#include <grpo/io/dataset.hpp>
 #include <grpo/io/safetensors.hpp>
+
+#include <grpo/train/checkpoint.hpp>
+#include <grpo/train/metrics_writer.hpp>
+#include <grpo/train/progress.hpp>
+#include <grpo/train/tensorboard.hpp>

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The GRPO loss given per-token log-probs [B, T]: a plain eager LibTorch composition of TRL's dapo loss (clipped
 // surrogate + k3 KL, token mean) beside grpo::GrpoLoss with the same settings (which also computes every metric),
-// forward and forward+backward. Counters: tokens/s and GB/s over the five [B, T] fp32 inputs.
+// forward and forward+backward. Counters: tokens/s, GB/s over the five [B, T] fp32 inputs, peak extra memory.
 #include <grpo/loss/grpo_loss.hpp>
 #include <grpo/loss/recipes.hpp>
 
 #include <support/bench_support.hpp>
 
 #include <torch/torch.h>
+
+#include <algorithm>
 
 namespace {
 
@@ -46,14 +48,18 @@ void run(benchmark::State& state, bool ours, bool backward) {
   grpo::LossInputs inputs{.log_probs = x.lp, .old_log_probs = x.old, .ref_log_probs = x.ref, .advantages = x.adv,
                           .mask = x.mask};
   const auto normaliser = loss.local_normaliser(inputs);
+  int64_t peak = 0;
   for (auto _ : state) {
+    grpo::bench::PeakMemory memory;
     auto value = ours ? loss(inputs, normaliser).loss : eager_loss(x, 0.2, 0.28, 0.04);
     if (backward) {
       value.backward();
       x.lp.mutable_grad() = torch::Tensor();
     }
     benchmark::DoNotOptimize(value.data_ptr());
+    peak = std::max(peak, memory.extra_bytes());
   }
+  state.counters["peak_extra_MB"] = static_cast<double>(peak) / (1 << 20);
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GB/s"] = benchmark::Counter(5.0 * 4.0 * static_cast<double>(tokens) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);

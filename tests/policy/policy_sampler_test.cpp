@@ -174,3 +174,31 @@ TEST_CASE("Sampler and Policy reject bad options and inputs", "[policy][errors]"
   r.completion_mask = torch::ones({2, 4}, torch::kInt64);
   REQUIRE_THROWS_WITH(policy.token_log_probs(r), Catch::Contains("rollout.completion_ids has shape [2, 3] but rollout.completion_mask has shape [2, 4]"));
 }
+
+TEST_CASE("min_p = 1 keeps only the most likely token; sampling-distribution log-probs are renormalised",
+          "[policy][sampler]") {
+  auto model = tiny_model(9);
+  grpo::Sampler greedy({.temperature = 0.0, .max_new_tokens = 5});
+  auto expected = greedy.generate(model, {{3, 1, 4}}, 1).completion_ids;
+  grpo::Sampler min_p({.temperature = 1.3, .max_new_tokens = 5, .min_p = 1.0, .seed = 3});
+  REQUIRE(torch::equal(min_p.generate(model, {{3, 1, 4}}, 1).completion_ids, expected));
+
+  // top_k = 3: the sampled token's log-prob in the renormalised distribution is log p − log S, with S the mass of the
+  // three most likely tokens, computed here from a full forward of the model.
+  const double temperature = 0.8;
+  grpo::Sampler top3({.temperature = temperature, .max_new_tokens = 4, .top_k = 3, .seed = 11,
+                      .log_probs = grpo::SamplerLogProbs::sampling_distribution});
+  auto r = top3.generate(model, {{2, 7}, {5}}, 3);
+  auto logits = model->forward(r.input_ids(), r.attention_mask()) / temperature;
+  const int64_t tp = r.prompt_length();
+  for (int64_t b = 0; b < r.batch_size(); ++b) {
+    for (int64_t t = 0; t < r.completion_length(); ++t) {
+      if (r.completion_mask[b][t].item<int64_t>() == 0) continue;
+      auto log_p = torch::log_softmax(logits[b][tp - 1 + t], 0);
+      const double mass = std::get<0>(log_p.exp().topk(3)).sum().item<double>();
+      const double expected_lp = log_p[r.completion_ids[b][t].item<int64_t>()].item<double>() - std::log(mass);
+      REQUIRE(r.sampler_log_probs[b][t].item<double>() == Approx(expected_lp).margin(1e-5));
+    }
+  }
+  REQUIRE_THROWS_WITH(grpo::Sampler({.min_p = 1.5}), Catch::Contains("min_p must be in [0, 1]"));
+}

@@ -28,6 +28,17 @@ struct CacheOf<ModelType, true> {
 };
 }  // namespace detail
 
+/// Which distribution Rollout::sampler_log_probs is taken from.
+enum class SamplerLogProbs {
+  /// log softmax(logits / temperature) over the full vocabulary: what Policy recomputes, so the importance ratio
+  /// between trainer and sampler is 1 when the weights are equal (the default).
+  full_distribution,
+  /// log-prob under the distribution actually sampled from, after top-k / top-p / min-p filtering and
+  /// renormalisation (what vLLM reports with processed log-probs); differs from the trainer's by log S, S the kept
+  /// probability mass (TRL #6789).
+  sampling_distribution,
+};
+
 struct SamplerOptions {
   /// Logits are divided by it before sampling (the same division Policy applies). 0 = greedy decoding.
   double temperature = 1.0;
@@ -36,11 +47,16 @@ struct SamplerOptions {
   int64_t top_k = 0;
   /// Keep the smallest set of most likely tokens whose probability reaches top_p (1 = off).
   double top_p = 1.0;
+  /// Keep tokens whose probability is at least min_p times the most likely one's (0 = off; transformers' MinP).
+  /// Filters apply in transformers' order: top-k, then top-p, then min-p.
+  double min_p = 0.0;
   /// A completion ends at the first of these (the EOS is part of the completion and of its mask).
   std::vector<int64_t> eos_token_ids;
   /// Fills prompt left-padding and completion right-padding.
   int64_t pad_token_id = 0;
   uint64_t seed = 0;
+  /// See SamplerLogProbs.
+  SamplerLogProbs log_probs = SamplerLogProbs::full_distribution;
 
   /// Throws ConfigError naming the option.
   void validate() const {
@@ -48,14 +64,14 @@ struct SamplerOptions {
     GRPO_CHECK_CONFIG(max_new_tokens >= 1, "SamplerOptions: max_new_tokens must be >= 1, got {}", max_new_tokens);
     GRPO_CHECK_CONFIG(top_k >= 0, "SamplerOptions: top_k must be >= 0, got {}", top_k);
     GRPO_CHECK_CONFIG(top_p > 0 && top_p <= 1, "SamplerOptions: top_p must be in (0, 1], got {}", top_p);
+    GRPO_CHECK_CONFIG(min_p >= 0 && min_p <= 1, "SamplerOptions: min_p must be in [0, 1], got {}", min_p);
     GRPO_CHECK_CONFIG(pad_token_id >= 0, "SamplerOptions: pad_token_id must be >= 0, got {}", pad_token_id);
   }
 };
 
-/// Samples completions token by token. Rollout::sampler_log_probs holds log softmax(logits / temperature) of each
-/// sampled token over the full vocabulary (before top-k/top-p filtering, so it is directly comparable with the
-/// trainer's log-probs; with filtering the true sampling probability is renormalised over the kept set — see
-/// TRL #6789); with temperature 0 it is the temperature-1 log-prob of the greedy token.
+/// Samples completions token by token. Rollout::sampler_log_probs holds the log-prob of each sampled token under
+/// the distribution chosen by SamplerOptions::log_probs (after temperature; with temperature 0 — greedy — it is the
+/// temperature-1 log-prob of the chosen token).
 class Sampler {
  public:
   explicit Sampler(SamplerOptions options = {})
@@ -147,27 +163,33 @@ class Sampler {
     const double t = options_.temperature > 0 ? options_.temperature : 1.0;
     auto scaled = logits / t;
     auto full_log_probs = torch::log_softmax(scaled, -1);
-    torch::Tensor token;
     if (options_.temperature == 0) {
-      token = scaled.argmax(-1);
-    } else {
-      auto filtered = scaled.clone();
-      const int64_t vocab = filtered.size(-1);
-      if (options_.top_k > 0 && options_.top_k < vocab) {
-        auto kth = std::get<0>(filtered.topk(options_.top_k, -1)).select(-1, -1).unsqueeze(-1);
-        filtered.masked_fill_(filtered < kth, -std::numeric_limits<float>::infinity());
-      }
-      if (options_.top_p < 1.0) {
-        auto [sorted, order] = filtered.sort(-1, /*descending=*/true);
-        auto cumulative = torch::softmax(sorted, -1).cumsum(-1);
-        // drop a token when the tokens before it already reach top_p (the first token is always kept)
-        auto drop_sorted = (cumulative - torch::softmax(sorted, -1)) >= options_.top_p;
-        auto drop = torch::zeros_like(drop_sorted).scatter(-1, order, drop_sorted);
-        filtered.masked_fill_(drop, -std::numeric_limits<float>::infinity());
-      }
-      token = torch::multinomial(torch::softmax(filtered, -1), 1, /*replacement=*/false, generator_).squeeze(-1);
+      auto token = scaled.argmax(-1);
+      return {token, full_log_probs.gather(-1, token.unsqueeze(-1)).squeeze(-1)};
     }
-    return {token, full_log_probs.gather(-1, token.unsqueeze(-1)).squeeze(-1)};
+    const auto minus_inf = -std::numeric_limits<float>::infinity();
+    auto filtered = scaled.clone();
+    const int64_t vocab = filtered.size(-1);
+    if (options_.top_k > 0 && options_.top_k < vocab) {
+      auto kth = std::get<0>(filtered.topk(options_.top_k, -1)).select(-1, -1).unsqueeze(-1);
+      filtered.masked_fill_(filtered < kth, minus_inf);
+    }
+    if (options_.top_p < 1.0) {
+      auto [sorted, order] = filtered.sort(-1, /*descending=*/true);
+      auto probs = torch::softmax(sorted, -1);
+      // drop a token when the tokens before it already reach top_p (the first token is always kept)
+      auto drop_sorted = (probs.cumsum(-1) - probs) >= options_.top_p;
+      filtered.masked_fill_(torch::zeros_like(drop_sorted).scatter(-1, order, drop_sorted), minus_inf);
+    }
+    if (options_.min_p > 0.0) {
+      auto probs = torch::softmax(filtered, -1);
+      auto threshold = std::get<0>(probs.max(-1, /*keepdim=*/true)) * options_.min_p;
+      filtered.masked_fill_(probs < threshold, minus_inf);
+    }
+    auto token = torch::multinomial(torch::softmax(filtered, -1), 1, /*replacement=*/false, generator_).squeeze(-1);
+    const auto& source =
+        options_.log_probs == SamplerLogProbs::full_distribution ? full_log_probs : torch::log_softmax(filtered, -1);
+    return {token, source.gather(-1, token.unsqueeze(-1)).squeeze(-1)};
   }
 
   SamplerOptions options_;

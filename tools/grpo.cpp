@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: Apache-2.0
+// grpo: the command-line tool.
+//   grpo verify --gold G --pred P             prints true or false (a gold answer without $, \(, \[ or \boxed is
+//                                             read as one LaTeX answer; the prediction may be a whole completion)
+//   grpo verify --jsonl                       {"gold", "pred"} lines on stdin → {"equivalent", "verdict"} lines
+//   grpo score --rewards a,b [--config F]     {"completion", ground-truth fields...} lines → the same objects plus
+//                                             "rewards": {name: value|null} and "reward": weighted total|null
+//   grpo tokenize --tokenizer PATH [--chat]   {"text"} (or {"messages"} with --chat) lines → {"ids"} lines
+//   grpo generate --model DIR --prompt TEXT   prints a completion (tokenizer files in DIR)
+//   grpo logprobs --model DIR                 {"ids"} lines → {"logprobs"} (per token, tokens 1..n-1)
+// Malformed input lines are reported on stderr with their line number; every line still gets an output line (an
+// {"error": ...} object for bad ones), so outputs stay aligned with inputs. Exit status 1 if any line was bad.
+#include <grpo/grpo.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <simdjson.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+/// Reads stdin line by line, calling handle(line, number) for each non-blank line; returns the number of bad lines
+/// (handle returns false for a bad one).
+template <typename HandlerType>
+int for_each_line(HandlerType&& handle) {
+  std::string line;
+  int bad = 0, number = 0;
+  while (std::getline(std::cin, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (!handle(line, number)) ++bad;
+  }
+  return bad;
+}
+
+void report_bad_line(int number, std::string_view message) {
+  std::cerr << fmt::format("stdin:{}: {}\n", number, message);
+  std::string out = "{\"line\":" + std::to_string(number) + ",\"error\":";
+  grpo::append_json_quoted(out, message);
+  std::cout << out << "}\n";
+}
+
+std::string json_number(std::optional<double> value) {
+  return value && std::isfinite(*value) ? fmt::format("{}", *value) : "null";
+}
+
+/// A gold answer with no math delimiter ($…$, \(…\), \[…\], \boxed{…}) is one LaTeX answer: wrap it in \boxed{},
+/// as verl does with ground truths, so "2\sqrt{2}" is read whole rather than as its first number.
+std::string as_gold(const std::string& gold) {
+  for (std::string_view delimiter : {"$", "\\(", "\\[", "\\boxed"}) {
+    if (gold.find(delimiter) != std::string::npos) return gold;
+  }
+  return "\\boxed{" + gold + "}";
+}
+
+int run_verify(const std::string& gold, const std::string& pred, bool jsonl) {
+  const auto options = grpo::math::math_verify_defaults();
+  if (!jsonl) {
+    const auto verdict = grpo::math::verify(as_gold(gold), pred, options);
+    std::cout << (verdict == grpo::math::Verdict::equal ? "true" : "false") << "\n";
+    return 0;
+  }
+  const int bad = for_each_line([&](const std::string& line, int number) {
+    try {
+      auto row = grpo::rewards::Row::from_json(line);
+      auto g = row.text("gold"), p = row.text("pred");
+      if (!g || !p) throw grpo::ParseError("needs string fields \"gold\" and \"pred\"");
+      const auto verdict = grpo::math::verify(as_gold(*g), *p, options);
+      std::cout << fmt::format("{{\"equivalent\":{},\"verdict\":\"{}\"}}\n", verdict == grpo::math::Verdict::equal,
+                               grpo::math::to_string(verdict));
+      return true;
+    } catch (const grpo::Error& e) {
+      report_bad_line(number, e.what());
+      return false;
+    }
+  });
+  return bad ? 1 : 0;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  GRPO_CHECK(in.good(), "cannot open {}", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int run_score(const std::string& names, const std::string& config_path) {
+  std::string config;
+  if (!config_path.empty()) {
+    config = read_file(config_path);
+  } else {
+    std::vector<std::string> entries;
+    std::stringstream list(names);
+    for (std::string name; std::getline(list, name, ',');) {
+      if (!name.empty()) entries.push_back("{\"name\":" + grpo::json_quoted(name) + "}");
+    }
+    GRPO_CHECK_CONFIG(!entries.empty(), "grpo score: give --rewards name,... or --config FILE");
+    config = "[" + fmt::format("{}", fmt::join(entries, ",")) + "]";
+  }
+  auto rewards = grpo::rewards::RewardSet::from_config(config);
+
+  struct Input {
+    int number;
+    std::string line, error;
+  };
+  std::vector<Input> inputs;
+  std::vector<grpo::rewards::Completion> batch;
+  for_each_line([&](const std::string& line, int number) {
+    Input input{number, line, {}};
+    try {
+      auto row = std::make_shared<grpo::rewards::Row>(grpo::rewards::Row::from_json(line));
+      auto completion = row->text("completion");
+      if (!completion) throw grpo::ParseError("needs a string field \"completion\"");
+      grpo::rewards::Completion c;
+      c.text = *completion;
+      c.prompt = row->text("prompt").value_or("");
+      c.group = batch.size();
+      c.row = row;
+      batch.push_back(std::move(c));
+    } catch (const grpo::Error& e) {
+      input.error = e.what();
+    }
+    inputs.push_back(std::move(input));
+    return true;
+  });
+  const auto scores = rewards.score(batch);
+  int bad = 0;
+  size_t scored = 0;
+  for (const auto& input : inputs) {
+    if (!input.error.empty()) {
+      report_bad_line(input.number, input.error);
+      ++bad;
+      continue;
+    }
+    std::string added = "\"rewards\":{";
+    for (size_t k = 0; k < scores.names.size(); ++k) {
+      if (k) added += ",";
+      grpo::append_json_quoted(added, scores.names[k]);
+      const auto& v = scores.values[k][scored];
+      added += ":" + json_number(v ? std::optional<double>(*v) : std::nullopt);
+    }
+    const auto& total = scores.total[scored];
+    added += "},\"reward\":" + json_number(total ? std::optional<double>(*total) : std::nullopt);
+    ++scored;
+    // The input is a valid JSON object: insert the new fields before its closing brace.
+    std::string line = input.line;
+    const auto close = line.find_last_of('}');
+    const auto open = line.find('{');
+    const bool empty = line.find_first_not_of(" \t\r\n", open + 1) == close;
+    std::cout << line.substr(0, close) << (empty ? "" : ",") << added << "}\n";
+  }
+  return bad ? 1 : 0;
+}
+
+/// The chat messages of a {"messages": [{"role", "content"}, ...]} line.
+std::vector<grpo::text::ChatMessage> parse_messages(const std::string& line) {
+  simdjson::dom::parser parser;
+  simdjson::dom::array list;
+  if (parser.parse(line)["messages"].get_array().get(list)) {
+    throw grpo::ParseError("needs an array field \"messages\"");
+  }
+  std::vector<grpo::text::ChatMessage> messages;
+  for (auto item : list) {
+    std::string_view role, content;
+    if (item["role"].get_string().get(role) || item["content"].get_string().get(content)) {
+      throw grpo::ParseError(fmt::format("messages[{}] needs string fields \"role\" and \"content\"", messages.size()));
+    }
+    messages.push_back({std::string(role), std::string(content), std::nullopt});
+  }
+  return messages;
+}
+
+grpo::text::Tokenizer load_tokenizer(const std::string& path) {
+  return std::filesystem::is_directory(path) ? grpo::text::Tokenizer::from_pretrained(path)
+                                             : grpo::text::Tokenizer::from_file(path);
+}
+
+int run_tokenize(const std::string& path, bool chat) {
+  const auto tokenizer = load_tokenizer(path);
+  const int bad = for_each_line([&](const std::string& line, int number) {
+    try {
+      std::vector<int32_t> ids;
+      if (chat) {
+        ids = tokenizer.encode_chat(parse_messages(line));
+      } else {
+        auto text = grpo::rewards::Row::from_json(line).text("text");
+        if (!text) throw grpo::ParseError("needs a string field \"text\"");
+        ids = tokenizer.encode(*text);
+      }
+      std::cout << fmt::format("{{\"ids\":[{}]}}\n", fmt::join(ids, ","));
+      return true;
+    } catch (const grpo::Error& e) {
+      report_bad_line(number, e.what());
+      return false;
+    }
+  });
+  return bad ? 1 : 0;
+}
+
+struct GenerateArgs {
+  std::string model, prompt;
+  bool chat = false;
+  grpo::SamplerOptions sampler;
+};
+
+int run_generate(GenerateArgs args) {
+  auto model = grpo::models::from_pretrained(args.model, torch::kFloat32);
+  const auto tokenizer = grpo::text::Tokenizer::from_pretrained(args.model);
+  std::vector<int32_t> ids = args.chat ? tokenizer.encode_chat(std::vector<grpo::text::ChatMessage>{
+                                             {"user", args.prompt, std::nullopt}},
+                                                               {.add_generation_prompt = true})
+                                       : tokenizer.encode(args.prompt);
+  if (args.sampler.eos_token_ids.empty()) args.sampler.eos_token_ids = model->config().eos_token_ids;
+  grpo::Sampler sampler(args.sampler);
+  auto rollout = sampler.generate(model, {std::vector<int64_t>(ids.begin(), ids.end())}, 1);
+  std::vector<int32_t> completion;
+  for (int64_t t = 0; t < rollout.completion_length(); ++t) {
+    if (rollout.completion_mask[0][t].item<int64_t>() == 0) break;
+    completion.push_back(static_cast<int32_t>(rollout.completion_ids[0][t].item<int64_t>()));
+  }
+  std::cout << tokenizer.decode(completion, {.skip_special_tokens = true}) << "\n";
+  return 0;
+}
+
+int run_logprobs(const std::string& model_dir) {
+  auto model = grpo::models::from_pretrained(model_dir, torch::kFloat32);
+  torch::NoGradGuard no_grad;
+  const int bad = for_each_line([&](const std::string& line, int number) {
+    try {
+      simdjson::dom::parser parser;
+      simdjson::dom::array list;
+      if (parser.parse(line)["ids"].get_array().get(list)) throw grpo::ParseError("needs an array field \"ids\"");
+      std::vector<int64_t> ids;
+      for (auto v : list) {
+        int64_t id = 0;
+        if (v.get_int64().get(id)) throw grpo::ParseError("\"ids\" must hold integers");
+        ids.push_back(id);
+      }
+      if (ids.size() < 2) throw grpo::ParseError("\"ids\" needs at least two tokens");
+      auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0);
+      auto logits = model->forward(input).narrow(1, 0, input.size(1) - 1);
+      auto lp = grpo::token_log_probs(logits, input.narrow(1, 1, input.size(1) - 1)).log_probs[0];
+      std::vector<double> values(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());
+      std::cout << fmt::format("{{\"logprobs\":[{}]}}\n", fmt::join(values, ","));
+      return true;
+    } catch (const grpo::Error& e) {
+      report_bad_line(number, e.what());
+      return false;
+    }
+  });
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"grpo: verify math answers, score completions, tokenize, generate and compute log-probs"};
+  app.require_subcommand(1);
+
+  std::string gold, pred;
+  bool jsonl = false;
+  auto* verify = app.add_subcommand("verify", "Is the predicted answer equivalent to the gold one?");
+  verify->add_option("--gold", gold, "gold answer (LaTeX or plain)");
+  verify->add_option("--pred", pred, "predicted answer or completion");
+  verify->add_flag("--jsonl", jsonl, "read {\"gold\", \"pred\"} lines on stdin");
+
+  std::string reward_names, config;
+  auto* score = app.add_subcommand("score", "Score completions read as JSON lines on stdin");
+  score->add_option("--rewards", reward_names, "comma-separated reward names (e.g. accuracy,format)");
+  score->add_option("--config", config, "a JSON file: [{\"name\": ..., \"weight\": ..., options...}]");
+
+  std::string tokenizer_path;
+  bool chat = false;
+  auto* tokenize = app.add_subcommand("tokenize", "Token ids of JSON lines on stdin");
+  tokenize->add_option("--tokenizer", tokenizer_path, "tokenizer.json or a directory holding it")->required();
+  tokenize->add_flag("--chat", chat, "lines hold {\"messages\": [...]}, rendered with the chat template");
+
+  GenerateArgs gen;
+  auto* generate = app.add_subcommand("generate", "Sample a completion from a Hugging Face checkpoint directory");
+  generate->add_option("--model", gen.model, "checkpoint directory (config.json, safetensors, tokenizer)")->required();
+  generate->add_option("--prompt", gen.prompt, "prompt text")->required();
+  generate->add_flag("--chat", gen.chat, "wrap the prompt as a user message with the chat template");
+  generate->add_option("--max-new-tokens", gen.sampler.max_new_tokens, "default 256");
+  generate->add_option("--temperature", gen.sampler.temperature, "0 = greedy; default 1");
+  generate->add_option("--top-k", gen.sampler.top_k, "0 = off");
+  generate->add_option("--top-p", gen.sampler.top_p, "1 = off");
+  generate->add_option("--min-p", gen.sampler.min_p, "0 = off");
+  generate->add_option("--seed", gen.sampler.seed, "sampling seed");
+
+  std::string model_dir;
+  auto* logprobs = app.add_subcommand("logprobs", "Per-token log-probs of {\"ids\"} lines on stdin");
+  logprobs->add_option("--model", model_dir, "checkpoint directory")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*verify) {
+      if (!jsonl && (verify->count("--gold") == 0 || verify->count("--pred") == 0)) {
+        throw grpo::ConfigError("grpo verify: give --gold and --pred, or --jsonl");
+      }
+      return run_verify(gold, pred, jsonl);
+    }
+    if (*score) return run_score(reward_names, config);
+    if (*tokenize) return run_tokenize(tokenizer_path, chat);
+    if (*generate) return run_generate(gen);
+    if (*logprobs) return run_logprobs(model_dir);
+  } catch (const std::exception& e) {
+    std::cerr << "grpo: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -313,7 +313,7 @@ TEST_CASE("every estimator matches an fp64 loop re-derivation on a random [5, 6]
   REQUIRE(out.valid.equal(rewards.isnan().logical_not()));
 }
 
-TEST_CASE("advantages keep the rewards' dtype; statistics are fp64 inside", "[advantage]") {
+TEST_CASE("advantages keep the rewards' dtype, statistics are fp64 inside", "[advantage]") {
   const auto [rewards, lengths] = random_case();
   for (auto estimator : kAllEstimators) {
     INFO(grpo::to_string(estimator));

@@ -174,7 +174,7 @@ TEST_CASE("JSON array files and JSON-lines files load from disk", "[io][dataset]
   fs::remove_all(dir);
 }
 
-TEST_CASE("malformed rows: stop names file:line and the field; skip counts them", "[io][dataset]") {
+TEST_CASE("malformed rows: stop names file:line and the field, skip counts them", "[io][dataset]") {
   DatasetOptions gsm8k;
   gsm8k.format = DatasetFormat::gsm8k;
   DatasetOptions roll;
@@ -219,7 +219,7 @@ TEST_CASE("malformed rows: stop names file:line and the field; skip counts them"
   CHECK_THAT(parse_error_of([] { Dataset::parse("[{\"problem\": ", "a.json"); }), Catch::Contains("a.json"));
 }
 
-TEST_CASE("shuffle is a seeded permutation; split and batches partition it", "[io][dataset]") {
+TEST_CASE("shuffle is a seeded permutation, split and batches partition it", "[io][dataset]") {
   const Dataset dataset = numbered(20);
   const Dataset a = dataset.shuffled(1);
   const Dataset b = dataset.shuffled(1);

@@ -180,7 +180,7 @@ TEST_CASE("KV-cache decoding reproduces the full forward, with left padding", "[
   }
 }
 
-TEST_CASE("A left-padded row gives the logits of the same row unpadded; the future never leaks", "[models]") {
+TEST_CASE("A left-padded row gives the logits of the same row unpadded, the future never leaks", "[models]") {
   auto model = make_model(Architecture::qwen2, 5);
   auto ids = torch::tensor({{0, 0, 4, 9, 2, 17}}, torch::kInt64);
   auto mask = torch::tensor({{0, 0, 1, 1, 1, 1}}, torch::kInt64);
@@ -192,7 +192,7 @@ TEST_CASE("A left-padded row gives the logits of the same row unpadded; the futu
   GRPO_REQUIRE_CLOSE(model->forward(changed, mask).narrow(1, 2, 3), padded.narrow(1, 2, 3), 0, 0);
 }
 
-TEST_CASE("hidden_states and lm_head_weight compose to the logits; gradients flow", "[models]") {
+TEST_CASE("hidden_states and lm_head_weight compose to the logits, gradients flow", "[models]") {
   auto model = make_model(Architecture::llama);
   auto ids = torch::tensor({{1, 2, 3}}, torch::kInt64);
   auto logits = model->forward(ids);

@@ -77,7 +77,7 @@ TEST_CASE("Policy log-probs are log softmax(logits / T) at the completion tokens
   REQUIRE(model->lm_head_weight().grad().defined());
 }
 
-TEST_CASE("frozen_copy is independent and frozen; sync_from mixes parameters", "[policy]") {
+TEST_CASE("frozen_copy is independent and frozen, sync_from mixes parameters", "[policy]") {
   auto model = tiny_model();
   grpo::Policy policy(model);
   auto reference = policy.frozen_copy();
@@ -146,7 +146,7 @@ TEST_CASE("Completions stop at EOS: the EOS is kept and masked in, the rest is p
   REQUIRE(r.num_completion_tokens() == r.completion_mask.sum().item<int64_t>());
 }
 
-TEST_CASE("Greedy decoding follows the argmax chain; top_k = 1 is greedy", "[policy][sampler]") {
+TEST_CASE("Greedy decoding follows the argmax chain, top_k = 1 is greedy", "[policy][sampler]") {
   auto model = tiny_model(9);
   grpo::Sampler greedy({.temperature = 0.0, .max_new_tokens = 5});
   auto r = greedy.generate(model, {{3, 1, 4}}, 2);
@@ -175,7 +175,7 @@ TEST_CASE("Sampler and Policy reject bad options and inputs", "[policy][errors]"
   REQUIRE_THROWS_WITH(policy.token_log_probs(r), Catch::Contains("rollout.completion_ids has shape [2, 3] but rollout.completion_mask has shape [2, 4]"));
 }
 
-TEST_CASE("min_p = 1 keeps only the most likely token; sampling-distribution log-probs are renormalised",
+TEST_CASE("min_p = 1 keeps only the most likely token, sampling-distribution log-probs are renormalised",
           "[policy][sampler]") {
   auto model = tiny_model(9);
   grpo::Sampler greedy({.temperature = 0.0, .max_new_tokens = 5});

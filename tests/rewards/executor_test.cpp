@@ -97,7 +97,7 @@ TEST_CASE("a non-cooperative reward over budget gets the fallback, is counted, a
   CHECK(after.metrics.frac_over_budget == 0.0);
 }
 
-TEST_CASE("a cooperative reward sees the deadline; late values are discarded without threads",
+TEST_CASE("a cooperative reward sees the deadline, late values are discarded without threads",
           "[rewards][executor]") {
   // Spins until its deadline, then returns 5 (too late).
   auto spinner = make_reward("spinner", [](const Completion& c, const ScoringContext& context) {

@@ -15,7 +15,7 @@ using grpo::rewards::testing::completions;
 using grpo::rewards::testing::require_values;
 using grpo::rewards::testing::score;
 
-TEST_CASE("format r1_zero: ^<think>.*?</think>\\s*<answer>.*?</answer>$ with DOTALL", "[rewards][format]") {
+TEST_CASE("format r1_zero: think then answer, dot matches newline (DOTALL)", "[rewards][format]") {
   const auto r1 = [](const std::string& text) { return matches_format(text, FormatStyle::r1_zero); };
   CHECK(r1("<think>a</think><answer>b</answer>"));
   CHECK(r1("<think>\nmulti\nline</think> \t\n<answer>\n5\n</answer>"));
@@ -64,7 +64,7 @@ TEST_CASE("tag_count: 0.25 per tag that occurs exactly once (non-overlapping cou
   require_values(score(TagCountReward(), completions({"<think>\nabc", ""})), {0.25, 0.0});
 }
 
-TEST_CASE("reasoning_steps counts open-r1's pattern; the line anchor is an option", "[rewards][format]") {
+TEST_CASE("reasoning_steps counts open-r1's pattern, the line anchor is an option", "[rewards][format]") {
   CHECK(count_reasoning_steps("Step 1: a\nStep 2: b\nStep 12: c", StepLineAnchor::every_line) == 3);
   CHECK(count_reasoning_steps("Step x: a Step 1 b", StepLineAnchor::every_line) == 0);
   CHECK(count_reasoning_steps("1. a\n2. b\n3. c", StepLineAnchor::every_line) == 3);

@@ -16,7 +16,7 @@ using grpo::rewards::testing::completions;
 using grpo::rewards::testing::require_values;
 using grpo::rewards::testing::score;
 
-TEST_CASE("Row holds strings, numbers and lists; text() renders scalars", "[rewards][row]") {
+TEST_CASE("Row holds strings, numbers and lists, text() renders scalars", "[rewards][row]") {
   Row row{{"answer", std::string("42")}, {"difficulty", 4.5}, {"count", 18.0},
           {"answers", std::vector<std::string>{"1", "2"}}};
   row.set("tag", std::string("math"));

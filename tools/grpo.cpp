@@ -51,19 +51,10 @@ std::string json_number(std::optional<double> value) {
   return value && std::isfinite(*value) ? fmt::format("{}", *value) : "null";
 }
 
-/// A gold answer with no math delimiter ($…$, \(…\), \[…\], \boxed{…}) is one LaTeX answer: wrap it in \boxed{},
-/// as verl does with ground truths, so "2\sqrt{2}" is read whole rather than as its first number.
-std::string as_gold(const std::string& gold) {
-  for (std::string_view delimiter : {"$", "\\(", "\\[", "\\boxed"}) {
-    if (gold.find(delimiter) != std::string::npos) return gold;
-  }
-  return "\\boxed{" + gold + "}";
-}
-
 int run_verify(const std::string& gold, const std::string& pred, bool jsonl) {
   const auto options = grpo::math::math_verify_defaults();
   if (!jsonl) {
-    const auto verdict = grpo::math::verify(as_gold(gold), pred, options);
+    const auto verdict = grpo::math::verify(grpo::math::wrap_bare_gold(gold), pred, options);
     std::cout << (verdict == grpo::math::Verdict::equal ? "true" : "false") << "\n";
     return 0;
   }
@@ -72,7 +63,7 @@ int run_verify(const std::string& gold, const std::string& pred, bool jsonl) {
       auto row = grpo::rewards::Row::from_json(line);
       auto g = row.text("gold"), p = row.text("pred");
       if (!g || !p) throw grpo::ParseError("needs string fields \"gold\" and \"pred\"");
-      const auto verdict = grpo::math::verify(as_gold(*g), *p, options);
+      const auto verdict = grpo::math::verify(grpo::math::wrap_bare_gold(*g), *p, options);
       std::cout << fmt::format("{{\"equivalent\":{},\"verdict\":\"{}\"}}\n", verdict == grpo::math::Verdict::equal,
                                grpo::math::to_string(verdict));
       return true;

@@ -125,6 +125,14 @@ Verdict verify(std::string_view gold, std::string_view pred, const VerifyOptions
   return verify_parsed(g, p, o);
 }
 
+std::string wrap_bare_gold(std::string_view gold) {
+  if (gold.find_first_not_of(" \t\r\n") == std::string_view::npos) return std::string(gold);  // nothing to read
+  for (std::string_view marker : {"$", "\\(", "\\[", "\\boxed", "####"}) {
+    if (gold.find(marker) != std::string_view::npos) return std::string(gold);
+  }
+  return "\\boxed{" + std::string(gold) + "}";
+}
+
 VerifyOptions math_verify_defaults() { return VerifyOptions{}; }
 
 VerifyOptions math_verify_test_harness(bool latex, bool expr) {

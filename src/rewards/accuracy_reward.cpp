@@ -29,7 +29,10 @@ CorrectnessJudge math_correctness(AccuracyOptions options) {
     verify_options.pred.answer_tags = options.answer_tags;
     bool gold_parsed = false;
     bool timed_out = false;
-    for (const std::string& gold : gold_answers(completion, options.gold_fields)) {
+    for (const std::string& field : gold_answers(completion, options.gold_fields)) {
+      // A bare ground truth is read whole (wrap_bare_gold); if that does not parse, the text as it is.
+      std::string gold = math::wrap_bare_gold(field);
+      if (math::extract_answers(gold, verify_options.gold).empty()) gold = field;
       if (math::extract_answers(gold, verify_options.gold).empty()) continue;
       gold_parsed = true;
       switch (math::verify(gold, completion.text, verify_options)) {

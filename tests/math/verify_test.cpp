@@ -227,3 +227,18 @@ TEST_CASE("verify: invalid options throw ConfigError naming the option", "[math]
   o.pred.latex = o.pred.expr = false;
   CHECK_THROWS_WITH(gm::verify("1", "1", o), Catch::Contains("pred"));
 }
+
+TEST_CASE("wrap_bare_gold boxes a bare answer and leaves delimited text alone", "[math][verify]") {
+  using grpo::math::wrap_bare_gold;
+  REQUIRE(wrap_bare_gold("3\\sqrt{13}") == "\\boxed{3\\sqrt{13}}");
+  REQUIRE(wrap_bare_gold("18") == "\\boxed{18}");
+  REQUIRE(wrap_bare_gold(" ") == " ");
+  REQUIRE(wrap_bare_gold("$x$") == "$x$");
+  REQUIRE(wrap_bare_gold("so \\boxed{2}") == "so \\boxed{2}");
+  REQUIRE(wrap_bare_gold("\\[ 5 \\]") == "\\[ 5 \\]");
+  REQUIRE(wrap_bare_gold("9 * 2 = 18\n#### 18") == "9 * 2 = 18\n#### 18");
+  // bare golds verify against completions only once wrapped
+  const auto options = grpo::math::open_r1_accuracy();
+  REQUIRE(grpo::math::verify(wrap_bare_gold("3\\sqrt{13}"), "\\boxed{\\sqrt{117}}", options) == grpo::math::Verdict::equal);
+  REQUIRE(grpo::math::verify(wrap_bare_gold("\\text{Evelyn}"), "\\boxed{\\text{Evelyn}}", options) == grpo::math::Verdict::equal);
+}

@@ -57,6 +57,19 @@ TEST_CASE("accuracy with the math verifier: boxed, answer tags, final answer, GS
                  {1.0, 1.0, 0.0});
 }
 
+TEST_CASE("accuracy reads a bare ground truth (ROLL, MATH-500) as one LaTeX answer", "[rewards][accuracy]") {
+  // Without delimiters Math-Verify would read only "3" of 3\sqrt{13}, and nothing of \frac43 or (3,4].
+  const AccuracyReward accuracy;
+  const std::vector<Completion> batch{
+      testing::completion("so \\boxed{\\sqrt{117}}", gold(std::string("3\\sqrt{13}"), "ground_truth")),
+      testing::completion("so \\boxed{3}", gold(std::string("3\\sqrt{13}"), "ground_truth")),
+      testing::completion("the answer is $\\frac{4}{3}$", gold(std::string("\\frac43"), "ground_truth")),
+      testing::completion("\\boxed{(3, 4]}", gold(std::string("(3,4]"), "ground_truth")),
+      testing::completion("\\boxed{[3, 4]}", gold(std::string("(3,4]"), "ground_truth")),
+  };
+  require_values(score(accuracy, batch), {1.0, 0.0, 1.0, 1.0, 0.0});
+}
+
 TEST_CASE("accuracy: gold fields, lists, numbers, and unparseable gold", "[rewards][accuracy]") {
   const AccuracyReward accuracy;
   const auto answer = testing::completion("\\boxed{42}");

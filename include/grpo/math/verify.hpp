@@ -59,6 +59,12 @@ struct VerifyOptions {
 // random_points outside [1, 64], non-positive limits, no extraction target on a side).
 Verdict verify(std::string_view gold, std::string_view pred, const VerifyOptions& options = {});
 
+// A ground truth written as a bare answer ("3\sqrt{13}", "\frac43", "(3,4]") has no math delimiter, so Math-Verify's
+// LaTeX extraction finds nothing in it and the plain-number extraction reads only its first number. When `gold`
+// holds none of $, \(, \[, \boxed or a "####" line, this returns "\boxed{gold}" (verl's convention for ground
+// truths); otherwise (and for blank text) gold unchanged. Full solutions (TRL/NuminaMath `solution`, GSM8K answers) pass through.
+std::string wrap_bare_gold(std::string_view gold);
+
 // Compares two parsed answers (gold first) with the rules above; the building block of verify().
 Verdict compare(const Expr& gold, const Expr& pred, const VerifyOptions& options = {});
 

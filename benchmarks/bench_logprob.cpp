@@ -61,11 +61,4 @@ BENCHMARK_CAPTURE(run, chunked_forward_entropy, Impl::chunked, false, true)->App
 BENCHMARK_CAPTURE(run, eager_forward_backward, Impl::eager, true, false)->Apply(args);
 BENCHMARK_CAPTURE(run, chunked_forward_backward, Impl::chunked, true, false)->Apply(args);
 
-int main(int argc, char** argv) {
-  grpo::bench::use_all_hardware_threads();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return grpo::bench::run_benchmarks(argc, argv); }

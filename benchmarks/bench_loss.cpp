@@ -74,11 +74,4 @@ BENCHMARK_CAPTURE(run, grpo_loss_forward, true, false)->Apply(args);
 BENCHMARK_CAPTURE(run, eager_forward_backward, false, true)->Apply(args);
 BENCHMARK_CAPTURE(run, grpo_loss_forward_backward, true, true)->Apply(args);
 
-int main(int argc, char** argv) {
-  grpo::bench::use_all_hardware_threads();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return grpo::bench::run_benchmarks(argc, argv); }

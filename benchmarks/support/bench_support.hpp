@@ -43,4 +43,14 @@ inline void use_all_hardware_threads() {
   benchmark::AddCustomContext("torch_threads", std::to_string(at::get_num_threads()));
 }
 
+/// The main() of every benchmark program: all hardware threads, then Google Benchmark's usual flags.
+inline int run_benchmarks(int argc, char** argv) {
+  use_all_hardware_threads();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
 }  // namespace grpo::bench

@@ -2,6 +2,7 @@
 #include <grpo/core/error.hpp>
 #include <grpo/io/safetensors.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
 #include <support/tensor_testing.hpp>
@@ -18,16 +19,10 @@ using grpo::models::ModelConfig;
 namespace {
 
 ModelConfig tiny_config(Architecture architecture) {
-  ModelConfig c;
+  auto c = grpo::testing::tiny_model_config(
+      {.vocab = 23, .hidden = 12, .intermediate = 20, .layers = 2, .heads = 3, .rope_theta = 100.0});
   c.architecture = architecture;
-  c.vocab_size = 23;
-  c.hidden_size = 12;
-  c.intermediate_size = 20;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 3;
-  c.num_key_value_heads = 1;
   c.head_dim = architecture == Architecture::qwen3 ? 6 : 0;  // Qwen3's head_dim need not be hidden/heads
-  c.rope_theta = 100.0;
   c.rms_norm_eps = 1e-6;
   c.attention_bias = architecture == Architecture::qwen2;
   c.tie_word_embeddings = architecture != Architecture::llama;

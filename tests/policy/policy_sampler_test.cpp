@@ -3,6 +3,7 @@
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/policy/policy.hpp>
 #include <grpo/policy/sampler.hpp>
+#include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
 #include <support/tensor_testing.hpp>
@@ -13,15 +14,8 @@ namespace {
 
 CausalLM tiny_model(int seed = 1) {
   torch::manual_seed(seed);
-  grpo::models::ModelConfig c;
-  c.vocab_size = 17;
-  c.hidden_size = 8;
-  c.intermediate_size = 12;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.rope_theta = 50.0;
-  CausalLM model(c);
+  CausalLM model(grpo::testing::tiny_model_config(
+      {.vocab = 17, .hidden = 8, .intermediate = 12, .layers = 2, .rope_theta = 50.0}));
   model->to(torch::kFloat64);
   torch::NoGradGuard no_grad;
   for (auto& p : model->parameters()) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs the `grpo` command-line tool as a user would: stdin in, stdout/stderr and exit status out.
 #include <grpo/models/causal_lm.hpp>
+#include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -116,14 +117,7 @@ TEST_CASE("grpo tokenize gives Hugging Face's ids for the real Qwen tokenizer", 
 
 TEST_CASE("grpo logprobs matches log-softmax of the model's logits", "[tools]") {
   torch::manual_seed(3);
-  grpo::models::ModelConfig c;
-  c.vocab_size = 11;
-  c.hidden_size = 8;
-  c.intermediate_size = 16;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  grpo::models::CausalLM model(c);
+  grpo::models::CausalLM model(grpo::testing::tiny_model_config({.vocab = 11}));
   const auto dir = scratch() / "model";
   grpo::models::save_pretrained(model, dir);
   auto r = run("logprobs --model " + dir.string(), "{\"ids\": [1, 5, 3, 9]}\n{\"ids\": [1]}\n");

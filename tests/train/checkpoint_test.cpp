@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
 #include <grpo/train/checkpoint.hpp>
+#include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -23,17 +24,7 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-grpo::models::CausalLM tiny_model() {
-  grpo::models::ModelConfig config;
-  config.vocab_size = 16;
-  config.hidden_size = 8;
-  config.intermediate_size = 16;
-  config.num_hidden_layers = 1;
-  config.num_attention_heads = 2;
-  config.num_key_value_heads = 1;
-  config.max_position_embeddings = 32;
-  return grpo::models::CausalLM(config);
-}
+grpo::models::CausalLM tiny_model() { return grpo::models::CausalLM(grpo::testing::tiny_model_config()); }
 
 // One deterministic AdamW step: the gradient depends only on the parameters.
 void train_step(grpo::models::CausalLM& model, torch::optim::AdamW& optimizer) {

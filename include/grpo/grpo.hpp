@@ -20,6 +20,7 @@
 #include <grpo/loss/token_masks.hpp>
 
 #include <grpo/policy/causal_lm_concepts.hpp>
+#include <grpo/policy/decode.hpp>
 #include <grpo/policy/policy.hpp>
 #include <grpo/policy/rollout.hpp>
 #include <grpo/policy/sampler.hpp>

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/policy/decode.hpp>
 #include <grpo/policy/policy.hpp>
 #include <grpo/policy/sampler.hpp>
 #include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
 #include <support/tensor_testing.hpp>
+
+#include <cstdlib>
+#include <filesystem>
 
 using grpo::models::CausalLM;
 
@@ -195,4 +199,23 @@ TEST_CASE("min_p = 1 keeps only the most likely token, sampling-distribution log
     }
   }
   REQUIRE_THROWS_WITH(grpo::Sampler({.min_p = 1.5}), Catch::Contains("min_p must be in [0, 1]"));
+}
+
+TEST_CASE("decode_completions decodes each row's valid tokens with the real Qwen tokenizer",
+          "[policy][needs-tokenizer]") {
+  const char* env = std::getenv("GRPO_TOKENIZER_DIR");
+  const std::filesystem::path dir =
+      std::filesystem::path(env && *env ? env : (std::string(std::getenv("HOME")) + "/.cache/grpo/tokenizers")) / "qwen3";
+  if (!std::filesystem::exists(dir / "tokenizer.json")) {
+    WARN("skipped: no qwen3/tokenizer.json (tools/tokenizer-reference/fetch.sh fetches it)");
+    return;
+  }
+  auto tokenizer = grpo::text::Tokenizer::from_file(dir / "tokenizer.json");
+  grpo::Rollout r;
+  // "Hello, world!" then <|im_end|> (151645) then padding; HF ids from tests/text/data/qwen3_reference.jsonl
+  r.completion_ids = torch::tensor({{9707, 11, 1879, 0, 151645, 0}, {2585, 525, 498, 0, 0, 0}}, torch::kInt64);
+  r.completion_mask = torch::tensor({{1, 1, 1, 1, 1, 0}, {1, 1, 1, 0, 0, 0}}, torch::kInt64);
+  REQUIRE(grpo::completion_token_ids(r)[1] == std::vector<int32_t>{2585, 525, 498});
+  REQUIRE(grpo::decode_completions(r, tokenizer) == std::vector<std::string>{"Hello, world!", " How are you"});
+  REQUIRE(grpo::decode_completions(r, tokenizer, {.skip_special_tokens = false})[0] == "Hello, world!<|im_end|>");
 }

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+// Decoding speed of the reference model at Qwen2.5-0.5B's shape (random weights, fp32) with the KV cache, batch 1
+// and 16, beside the memory-bandwidth bound: every decode step reads all weights once, so
+// tokens/s ≤ batch · bandwidth / weight bytes, with the bandwidth measured in the same run (a sum over 1 GiB).
+#include <grpo/models/causal_lm.hpp>
+#include <grpo/policy/sampler.hpp>
+
+#include <support/bench_support.hpp>
+
+#include <torch/torch.h>
+
+#include <chrono>
+
+namespace {
+
+grpo::models::CausalLM& model() {
+  static grpo::models::CausalLM instance = [] {
+    torch::manual_seed(0);
+    grpo::models::ModelConfig config;  // the defaults are Qwen2.5-0.5B's shape
+    grpo::models::CausalLM m(config);
+    m->eval();
+    return m;
+  }();
+  return instance;
+}
+
+double weight_bytes() {
+  double bytes = 0;
+  for (const auto& p : model()->parameters()) bytes += static_cast<double>(p.numel() * p.element_size());
+  return bytes;
+}
+
+/// One-read memory bandwidth in bytes/s: the best of a few sums over 1 GiB.
+double measured_bandwidth() {
+  static const double bandwidth = [] {
+    // 1 GiB of random fp32: identical pages (torch::ones) may be deduplicated by the hypervisor and read from cache
+    auto x = torch::randn({int64_t{1} << 28});
+    double best = 0;
+    for (int i = 0; i < 4; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      auto s = x.sum();
+      benchmark::DoNotOptimize(s.data_ptr());
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      best = std::max(best, static_cast<double>(x.numel() * 4) / seconds);
+    }
+    return best;
+  }();
+  return bandwidth;
+}
+
+void decode(benchmark::State& state) {
+  const int64_t batch = state.range(0), new_tokens = 16;
+  auto& m = model();
+  const std::vector<int64_t> prompt(32, 9707);
+  grpo::Sampler sampler({.temperature = 1.0, .max_new_tokens = new_tokens, .seed = 1});
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto rollout = sampler.generate(m, {prompt}, batch);
+    benchmark::DoNotOptimize(rollout.completion_ids.data_ptr());
+  }
+  const double tokens = static_cast<double>(batch * new_tokens);
+  state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bound_tokens/s"] = static_cast<double>(batch) * measured_bandwidth() / weight_bytes();
+  state.counters["weights_GB"] = weight_bytes() / 1e9;
+  state.counters["bandwidth_GB/s"] = measured_bandwidth() / 1e9;
+}
+
+}  // namespace
+
+BENCHMARK(decode)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+
+int main(int argc, char** argv) { return grpo::bench::run_benchmarks(argc, argv); }

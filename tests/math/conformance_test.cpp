@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "grpo/math/graders.hpp"
@@ -72,21 +73,35 @@ std::string sympy_to_latex(std::string_view s) {
   return out;
 }
 
+/// The JSON lines of one conformance file, streamed with simdjson (the stream points into `json` and `parser`, so
+/// the three live together). nullptr, with a WARN, when ../shared is absent.
+struct CaseStream {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string json;
+  simdjson::ondemand::document_stream docs;
+};
+
+std::unique_ptr<CaseStream> open_cases(const std::string& file) {
+  const auto path = conformance_dir() / file;
+  if (!std::filesystem::exists(path)) {
+    WARN("skipped: " << path << " not found");
+    return nullptr;
+  }
+  auto cases = std::make_unique<CaseStream>();
+  cases->json = simdjson::padded_string::load(path.string());
+  cases->docs = cases->parser.iterate_many(cases->json);
+  return cases;
+}
+
 }  // namespace
 
 TEST_CASE("conformance: Math-Verify's test suite (math_verify_cases.jsonl)", "[math][shared]") {
-  const auto path = conformance_dir() / "math_verify_cases.jsonl";
-  if (!std::filesystem::exists(path)) {
-    WARN("skipped: " << path << " not found");
-    return;
-  }
-  simdjson::ondemand::parser parser;
-  const simdjson::padded_string json = simdjson::padded_string::load(path.string());
-  simdjson::ondemand::document_stream docs = parser.iterate_many(json);
+  const auto cases = open_cases("math_verify_cases.jsonl");
+  if (!cases) return;
   std::map<std::string, Tally> by_category;
   std::vector<std::string> disagreements;
   int row = 0;
-  for (auto doc : docs) {
+  for (auto doc : cases->docs) {
     ++row;
     simdjson::ondemand::object obj = doc.get_object();
     const std::string gold = str_or_empty(obj["gold"]);
@@ -136,16 +151,10 @@ TEST_CASE("conformance: Math-Verify's test suite (math_verify_cases.jsonl)", "[m
 }
 
 TEST_CASE("conformance: other graders under their profiles (other_graders_cases.jsonl)", "[math][shared]") {
-  const auto path = conformance_dir() / "other_graders_cases.jsonl";
-  if (!std::filesystem::exists(path)) {
-    WARN("skipped: " << path << " not found");
-    return;
-  }
-  simdjson::ondemand::parser parser;
-  const simdjson::padded_string json = simdjson::padded_string::load(path.string());
-  simdjson::ondemand::document_stream docs = parser.iterate_many(json);
+  const auto cases = open_cases("other_graders_cases.jsonl");
+  if (!cases) return;
   std::map<std::string, Tally> by_grader;
-  for (auto doc : docs) {
+  for (auto doc : cases->docs) {
     simdjson::ondemand::object obj = doc.get_object();
     const std::string gold = str_or_empty(obj["gold"]);
     const std::string pred = str_or_empty(obj["pred"]);
@@ -166,16 +175,10 @@ TEST_CASE("conformance: other graders under their profiles (other_graders_cases.
 }
 
 TEST_CASE("conformance: extraction and normalisation cases (math_extract_cases.jsonl)", "[math][shared]") {
-  const auto path = conformance_dir() / "math_extract_cases.jsonl";
-  if (!std::filesystem::exists(path)) {
-    WARN("skipped: " << path << " not found");
-    return;
-  }
-  simdjson::ondemand::parser parser;
-  const simdjson::padded_string json = simdjson::padded_string::load(path.string());
-  simdjson::ondemand::document_stream docs = parser.iterate_many(json);
+  const auto cases = open_cases("math_extract_cases.jsonl");
+  if (!cases) return;
   int checked = 0;
-  for (auto doc : docs) {
+  for (auto doc : cases->docs) {
     simdjson::ondemand::object obj = doc.get_object();
     const std::string input = str_or_empty(obj["input"]);
     simdjson::ondemand::object cfg = obj["config"].get_object();
@@ -242,17 +245,11 @@ TEST_CASE("conformance: latex2sympy2_extended parser cases (latex2sympy_parse_ca
   // A report with regression floors, not a parity target: our tree is smaller than SymPy's (no integrals, sums,
   // limits or derivatives; see docs/math_verifier.md). Rows whose SymPy rendering uses structures (Eq, Interval,
   // Integral, …) are skipped; the rest compare by value with compare().
-  const auto path = conformance_dir() / "latex2sympy_parse_cases.jsonl";
-  if (!std::filesystem::exists(path)) {
-    WARN("skipped: " << path << " not found");
-    return;
-  }
-  simdjson::ondemand::parser parser;
-  const simdjson::padded_string json = simdjson::padded_string::load(path.string());
-  simdjson::ondemand::document_stream docs = parser.iterate_many(json);
+  const auto cases = open_cases("latex2sympy_parse_cases.jsonl");
+  if (!cases) return;
   std::map<std::string, Tally> by_category;
   Tally good, bad;
-  for (auto doc : docs) {
+  for (auto doc : cases->docs) {
     simdjson::ondemand::object obj = doc.get_object();
     const std::string latex = str_or_empty(obj["latex"]);
     std::string category = str_or_empty(obj["category"]);

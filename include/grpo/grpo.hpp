@@ -47,9 +47,13 @@
 
 #include <grpo/io/atomic_file.hpp>
 #include <grpo/io/dataset.hpp>
+#include <grpo/io/json_config.hpp>
+#include <grpo/io/read_file.hpp>
 #include <grpo/io/safetensors.hpp>
 
 #include <grpo/train/checkpoint.hpp>
+#include <grpo/train/evaluation.hpp>
+#include <grpo/train/lr_schedule.hpp>
 #include <grpo/train/metrics_writer.hpp>
 #include <grpo/train/progress.hpp>
 #include <grpo/train/tensorboard.hpp>

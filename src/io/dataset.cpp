@@ -3,13 +3,12 @@
 // only to split a JSON array file into its objects and to read ROLL's chat lists, and never leaves this file.
 #include <grpo/core/error.hpp>
 #include <grpo/io/dataset.hpp>
+#include <grpo/io/read_file.hpp>
 
 #include <simdjson.h>
 
 #include <algorithm>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <utility>
 
 namespace grpo::io {
@@ -191,11 +190,7 @@ Dataset::Dataset(std::vector<Example> examples, std::size_t skipped_rows, std::v
     : examples_(std::move(examples)), skipped_rows_(skipped_rows), skip_reasons_(std::move(skip_reasons)) {}
 
 Dataset Dataset::load(const std::filesystem::path& path, const DatasetOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) ::grpo::detail::throw_formatted<ParseError>("cannot read dataset file {}", path.string());
-  std::ostringstream content;
-  content << in.rdbuf();
-  return parse(content.str(), path.string(), options);
+  return parse(read_file(path), path.string(), options);
 }
 
 Dataset Dataset::parse(std::string_view text, std::string_view source, const DatasetOptions& options) {

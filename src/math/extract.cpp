@@ -692,11 +692,13 @@ void anchored(std::string_view s, bool latex, Finder&& finder, std::vector<Match
 std::vector<AnswerCandidate> extract_candidates(std::string_view text, const ExtractOptions& o) {
   std::string_view s = text;
   if (s.size() > o.max_input_bytes) s = s.substr(s.size() - o.max_input_bytes);
+  bool in_answer_span = false;
   if (o.answer_tags) {
     const auto open = s.rfind("<answer>");
     if (open != std::string_view::npos) {
       const auto close = s.find("</answer>", open);
       s = s.substr(open + 8, close == std::string_view::npos ? std::string_view::npos : close - open - 8);
+      in_answer_span = true;
     }
   }
   std::vector<Match> matches;
@@ -818,6 +820,13 @@ std::vector<AnswerCandidate> extract_candidates(std::string_view text, const Ext
     }
     if (m.percent && !c.parts.empty()) c.parts.back() += m.latex ? "\\%" : "%";
     out.push_back(std::move(c));
+  }
+  if (out.empty() && in_answer_span && !trim(s).empty()) {
+    // The span holds the answer itself ("<answer> 7 </answer>", "<answer>\\frac12</answer>"), with no $…$ or
+    // \\boxed{} for the LaTeX patterns to find: read it whole, as a bare gold answer is read (wrap_bare_gold).
+    ExtractOptions whole = o;
+    whole.answer_tags = false;
+    return extract_candidates("\\boxed{" + std::string(trim(s)) + "}", whole);
   }
   return out;
 }

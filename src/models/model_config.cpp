@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
+#include <grpo/io/read_file.hpp>
 #include <grpo/models/model_config.hpp>
 
 #include <simdjson.h>
 
 #include <fmt/ranges.h>
 
-#include <fstream>
-#include <sstream>
 
 namespace grpo::models {
 namespace {
@@ -202,11 +201,7 @@ ModelConfig ModelConfig::from_json(std::string_view json, std::string_view sourc
 }
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  GRPO_CHECK(in.good(), "cannot open {}", path.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_json(text.str(), path.string());
+  return from_json(io::read_file(path), path.string());
 }
 
 std::string ModelConfig::to_json() const {

@@ -2,6 +2,7 @@
 #include <grpo/core/error.hpp>
 #include <grpo/core/json_quote.hpp>
 #include <grpo/io/atomic_file.hpp>
+#include <grpo/io/read_file.hpp>
 #include <grpo/io/safetensors.hpp>
 #include <grpo/train/checkpoint.hpp>
 
@@ -12,9 +13,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 namespace grpo::train {
 namespace fs = std::filesystem;
@@ -34,14 +33,6 @@ std::optional<std::int64_t> checkpoint_step(const std::string& name) {
   const auto [next, error] = std::from_chars(begin, end, step);
   if (error != std::errc() || next != end) return std::nullopt;
   return step;
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GRPO_CHECK(in.good(), "cannot read {}", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 [[noreturn]] void state_error(std::string_view source, std::string_view what) {
@@ -173,7 +164,7 @@ std::optional<CheckpointInfo> CheckpointManager::latest() const {
 TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalLM& model,
                                      torch::optim::Optimizer& optimizer) {
   const fs::path state_path = checkpoint / kStateFile;
-  TrainerState state = trainer_state_from_json(read_text(state_path), state_path.string());
+  TrainerState state = trainer_state_from_json(io::read_file(state_path), state_path.string());
   model->load_hf_state(io::load_checkpoint_tensors(checkpoint));
   for (const char* file : {"optimizer.pt", "rng_state.pt"}) {
     GRPO_CHECK(fs::is_regular_file(checkpoint / file), "checkpoint {} has no {}", checkpoint.string(), file);

@@ -301,3 +301,10 @@ TEST_CASE("shared datasets: ROLL, GSM8K row counts and known rows", "[io][datase
   }
   CHECK(with_separator > 0);
 }
+
+TEST_CASE("parse_dataset_format knows every format by name", "[io][dataset]") {
+  CHECK(grpo::io::parse_dataset_format("roll") == grpo::io::DatasetFormat::roll);
+  CHECK(grpo::io::parse_dataset_format("gsm8k") == grpo::io::DatasetFormat::gsm8k);
+  CHECK(grpo::io::parse_dataset_format("fields") == grpo::io::DatasetFormat::fields);
+  CHECK_THROWS_WITH(grpo::io::parse_dataset_format("csv"), Catch::Contains("detect, roll, trl, gsm8k, fields"));
+}

@@ -57,3 +57,12 @@ TEST_CASE("recipes: each normalises as its paper does", "[loss][recipes]") {
   REQUIRE(grpo::GrpoLoss(grpo::recipes::gspo()).local_normaliser(in).describe() == "sequences(2)");
   REQUIRE(grpo::GrpoLoss(grpo::recipes::cispo()).local_normaliser(in).describe() == "tokens(3)");
 }
+
+TEST_CASE("recipes::by_name returns the named recipe and lists the names otherwise", "[loss][recipes]") {
+  CHECK(grpo::recipes::by_name("dapo", 64).policy.epsilon_high == grpo::recipes::dapo().policy.epsilon_high);
+  CHECK(grpo::recipes::by_name("gspo", 64).policy.importance_level == grpo::recipes::gspo().policy.importance_level);
+  CHECK(grpo::recipes::by_name("dr_grpo", 64).max_completion_length == 64);
+  CHECK(grpo::recipes::by_name("grpo", 64).beta == grpo::recipes::grpo().beta);
+  CHECK(grpo::recipes::by_name("cispo", 64).loss_type == grpo::LossType::cispo);
+  CHECK_THROWS_WITH(grpo::recipes::by_name("ppo", 64), Catch::Contains("grpo, dr_grpo, dapo, gspo, cispo"));
+}

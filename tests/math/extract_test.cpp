@@ -96,6 +96,10 @@ TEST_CASE("extract_answers: R1-Zero extras", "[math][extract]") {
   o.answer_tags = true;
   CHECK(first("<think>maybe $3$</think><answer>$4$</answer>", o) == "4");
   CHECK(first("no tags, $3$", o) == "3");
+  // A span without $…$ or \boxed{} is the answer itself, read whole.
+  CHECK(first("<think> </think> <answer> 7 </answer>", o) == "7");
+  CHECK(first("<answer>\\frac{1}{2}</answer>", o) == "\\frac{1}{2}");
+  CHECK(first("<answer>   </answer>", o) == "<none>");
   gm::ExtractOptions g;
   CHECK(first("Natalia sold 48/2 = 24 clips.\n#### 72", g) == "72");
 }

@@ -219,3 +219,17 @@ TEST_CASE("decode_completions decodes each row's valid tokens with the real Qwen
   REQUIRE(grpo::decode_completions(r, tokenizer) == std::vector<std::string>{"Hello, world!", " How are you"});
   REQUIRE(grpo::decode_completions(r, tokenizer, {.skip_special_tokens = false})[0] == "Hello, world!<|im_end|>");
 }
+
+TEST_CASE("Rollout::rows is a micro-batch of views of the same rows", "[policy][rollout]") {
+  grpo::Rollout r{torch::arange(6).view({3, 2}),  torch::ones({3, 2}, torch::kInt64),
+                  torch::arange(9).view({3, 3}),  torch::tensor({1, 1, 0, 1, 0, 0, 1, 1, 1}).view({3, 3}),
+                  torch::tensor({false, false, true}), torch::rand({3, 3})};
+  const auto part = r.rows(1, 2);
+  CHECK(part.batch_size() == 2);
+  CHECK(part.prompt_ids.equal(torch::tensor({2, 3, 4, 5}).view({2, 2})));
+  CHECK(part.completion_mask.equal(torch::tensor({1, 0, 0, 1, 1, 1}).view({2, 3})));
+  CHECK(part.truncated.equal(torch::tensor({false, true})));
+  CHECK(part.sampler_log_probs.data_ptr() == r.sampler_log_probs[1].data_ptr());  // a view, not a copy
+  CHECK(r.rows(3, 0).batch_size() == 0);
+  CHECK_THROWS_WITH(r.rows(2, 2), Catch::Contains("rows [2, 4) are outside a batch of 3"));
+}

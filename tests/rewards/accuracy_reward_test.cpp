@@ -47,8 +47,11 @@ TEST_CASE("accuracy with the math verifier: boxed, answer tags, final answer, GS
       testing::completion("Therefore, the final answer is $42$. I hope it is correct.", g42),
       testing::completion("", g42),  // empty completion: no answer → wrong
       testing::completion("\\boxed{\\frac{1}{2}}", gold(std::string("\\frac{1}{2}"))),
+      testing::completion("<think> </think> <answer> 42 </answer>", g42),  // R1-Zero: the span is the answer
+      testing::completion("<think> </think> <answer> 41 </answer>", g42),
+      testing::completion("<think>42</think> <answer> </answer>", g42),  // an empty answer span: wrong
   };
-  require_values(score(accuracy, batch), {1.0, 0.0, 1.0, 1.0, 0.0, 1.0});
+  require_values(score(accuracy, batch), {1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0});
 
   // GSM8K: the gold is a worked solution ending in "#### 18"; the completion may use the same anchor.
   const auto gsm8k = gold(std::string("She makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18"), "answer");

@@ -2,26 +2,19 @@
 // Runs the `grpo` command-line tool as a user would: stdin in, stdout/stderr and exit status out.
 #include <grpo/models/causal_lm.hpp>
 #include <support/model_testing.hpp>
+#include <support/process_testing.hpp>
 
 #include <catch2/catch.hpp>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 
 namespace fs = std::filesystem;
 
 namespace {
-
-struct RunResult {
-  int status;
-  std::string out;
-};
 
 fs::path scratch() {
   auto dir = fs::temp_directory_path() / ("grpo_cli_test_" + std::to_string(::getpid()));
@@ -30,18 +23,11 @@ fs::path scratch() {
 }
 
 /// Runs `grpo <args>` with `input` on stdin; stdout is captured, stderr goes to <scratch>/stderr.txt.
-RunResult run(const std::string& args, const std::string& input = "") {
+grpo::testing::CommandResult run(const std::string& args, const std::string& input = "") {
   const auto dir = scratch();
   std::ofstream(dir / "stdin.txt") << input;
-  const std::string command = std::string(GRPO_CLI_PATH) + " " + args + " < " + (dir / "stdin.txt").string() +
-                              " 2> " + (dir / "stderr.txt").string();
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return grpo::testing::run_command(std::string(GRPO_CLI_PATH) + " " + args + " < " + (dir / "stdin.txt").string() +
+                                    " 2> " + (dir / "stderr.txt").string());
 }
 
 std::string stderr_text() {

@@ -5,7 +5,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <random>
 
 #include <filesystem>
 #include <fstream>
@@ -167,4 +172,54 @@ TEST_CASE("trainer_state.json round trip and errors", "[train][checkpoint]") {
   CHECK_THROWS_WITH(grpo::train::trainer_state_from_json(R"({"step": 1, "seed": 1, "values": {"v": "x"}})"),
                     Catch::Contains("'values.v'"));
   CHECK_THROWS_AS(grpo::train::trainer_state_from_json("{"), grpo::ParseError);
+}
+
+TEST_CASE("a process killed while writing checkpoints leaves the previous one loadable", "[train][checkpoint]") {
+  // A child writes checkpoints of a model whose every parameter equals the step, back to back, so a SIGKILL at a
+  // random moment almost always lands inside a write. After each kill the newest complete checkpoint must load and
+  // hold exactly its step's parameters.
+  const fs::path dir = fresh_dir("grpo_checkpoint_kill");
+  auto config = grpo::testing::tiny_model_config({.vocab = 4096});  // ~1 MB of weights per write
+  std::mt19937 rng(7);
+  std::int64_t next_step = 1;
+  for (int round = 0; round < 5; ++round) {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // never returns into the test runner
+      try {
+        at::set_num_threads(1);
+        CheckpointManager manager({.directory = dir, .keep_last = 2});
+        auto model = grpo::models::CausalLM(config);
+        torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
+        for (std::int64_t step = next_step;; ++step) {
+          {
+            torch::NoGradGuard no_grad;
+            for (auto& p : model->parameters()) p.fill_(static_cast<double>(step));
+          }
+          manager.save(model, optimizer, TrainerState{step, 0, {}});
+        }
+      } catch (...) {
+      }
+      ::_exit(1);
+    }
+    // Let it write a few checkpoints, then kill it at a random moment.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    CheckpointManager reader({.directory = dir, .keep_last = 2});
+    while (reader.list().size() < 2 && std::chrono::steady_clock::now() < deadline) ::usleep(2000);
+    ::usleep(std::uniform_int_distribution<useconds_t>(1000, 40000)(rng));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    REQUIRE(WIFSIGNALED(status));
+
+    const auto latest = reader.latest();
+    REQUIRE(latest.has_value());
+    auto model = grpo::models::CausalLM(config);
+    torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
+    const TrainerState state = CheckpointManager::load(latest->path, model, optimizer);
+    CHECK(state.step == latest->step);
+    for (const auto& p : model->parameters()) REQUIRE(torch::all(p == static_cast<double>(state.step)).item<bool>());
+    next_step = state.step + 1;  // the next child continues the run, as --resume does
+  }
+  fs::remove_all(dir);
 }

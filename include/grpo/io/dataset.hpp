@@ -17,6 +17,8 @@
 #include <grpo/rewards/reward_function.hpp>
 #include <grpo/text/chat_template.hpp>
 
+#include <grpo/core/enum_names.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -29,6 +31,22 @@
 namespace grpo::io {
 
 enum class DatasetFormat { detect, roll, trl, gsm8k, fields };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<DatasetFormat, 5> kDatasetFormatNames{{
+    {DatasetFormat::detect, "detect"},
+    {DatasetFormat::roll, "roll"},
+    {DatasetFormat::trl, "trl"},
+    {DatasetFormat::gsm8k, "gsm8k"},
+    {DatasetFormat::fields, "fields"},
+}};
+static_assert(::grpo::detail::names_are_unique(kDatasetFormatNames));
+}  // namespace detail
+
+/// The format called `name` ("detect", "roll", "trl", "gsm8k", "fields"); ConfigError listing them otherwise.
+inline DatasetFormat parse_dataset_format(std::string_view name) {
+  return ::grpo::detail::parse_enum(name, detail::kDatasetFormatNames, "dataset format");
+}
 
 /// What to do with a row that does not parse or lacks a field the format needs.
 enum class BadRowPolicy {

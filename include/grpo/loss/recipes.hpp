@@ -4,8 +4,13 @@
 // returns plain options: change any field before constructing GrpoLoss.
 #pragma once
 
-#include <cstdint>
+#include <grpo/core/enum_names.hpp>
+#include <grpo/core/error.hpp>
 #include <grpo/loss/grpo_loss.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string_view>
 
 namespace grpo::recipes {
 
@@ -73,6 +78,21 @@ inline GrpoLossOptions cispo() {
   options.policy.epsilon_high = 5.0;
   options.beta = 0.0;
   return options;
+}
+
+/// The names by_name accepts, in this file's order.
+inline constexpr std::array<std::string_view, 5> kRecipeNames = {"grpo", "dr_grpo", "dapo", "gspo", "cispo"};
+
+/// The recipe called `name` (one of kRecipeNames), for config-driven programs. max_completion_length is used by
+/// dr_grpo only (its constant normaliser). Throws ConfigError listing the names for an unknown one.
+inline GrpoLossOptions by_name(std::string_view name, int64_t max_completion_length) {
+  if (name == "grpo") return grpo();
+  if (name == "dr_grpo") return dr_grpo(max_completion_length);
+  if (name == "dapo") return dapo();
+  if (name == "gspo") return gspo();
+  if (name == "cispo") return cispo();
+  ::grpo::detail::throw_formatted<ConfigError>("unknown loss recipe '{}' (known: {})", name,
+                                               ::grpo::detail::joined_names(kRecipeNames));
 }
 
 }  // namespace grpo::recipes

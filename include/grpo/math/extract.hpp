@@ -42,7 +42,9 @@ struct ExtractOptions {
   ExtractionMode mode = ExtractionMode::any_match;
   bool string_fallback = true;            // fallback_mode="first_match": keep the first normalised string
   // R1-Zero extras, not in Math-Verify: search only inside the last <answer>…</answer> when present (off by
-  // default), and accept GSM8K's "#### N" as a priority-0 anchor (on; it only fires on text containing "####").
+  // default; when nothing is found there, the span's whole content is read as \boxed{content}, so
+  // "<answer> 7 </answer>" answers 7), and accept GSM8K's "#### N" as a priority-0 anchor (on; it only fires on
+  // text containing "####").
   bool answer_tags = false;
   bool gsm8k_anchor = true;
   // Multiple choice (Math-Verify StringExtractionConfig, off when empty): option strings such as {"A","B","C","D"},

@@ -2,6 +2,8 @@
 // A batch of sampled completions: what the sampler returns and what Policy scores.
 #pragma once
 
+#include <grpo/core/error.hpp>
+
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -28,6 +30,15 @@ struct Rollout {
   int64_t num_completion_tokens() const { return completion_mask.sum().item<int64_t>(); }
   /// [B] valid completion length of each row.
   torch::Tensor completion_lengths() const { return completion_mask.sum(1); }
+  /// Rows [begin, begin + count) as a Rollout of views (no copy): a micro-batch. Padding widths stay those of the
+  /// whole batch. Throws grpo::Error for a range outside [0, B].
+  Rollout rows(int64_t begin, int64_t count) const {
+    GRPO_CHECK(begin >= 0 && count >= 0 && begin + count <= batch_size(),
+               "Rollout::rows: rows [{}, {}) are outside a batch of {}", begin, begin + count, batch_size());
+    return {prompt_ids.narrow(0, begin, count),     prompt_mask.narrow(0, begin, count),
+            completion_ids.narrow(0, begin, count), completion_mask.narrow(0, begin, count),
+            truncated.narrow(0, begin, count),      sampler_log_probs.narrow(0, begin, count)};
+  }
 };
 
 }  // namespace grpo

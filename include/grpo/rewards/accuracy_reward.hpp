@@ -4,8 +4,8 @@
 //
 // Extraction follows open-r1/TRL `accuracy_reward` (algorithms.md B1, B3; math_verify.md §1.1): the gold is parsed
 // with Math-Verify's default targets, the completion with LaTeX extraction, boxed first and no anchor-free matches
-// (grpo::math::open_r1_accuracy()), plus the R1-Zero extras: only the last <answer>…</answer> span when present,
-// "the final answer is …", and GSM8K's "#### N" (on both sides, so a raw GSM8K worked solution is a valid gold).
+// (grpo::math::open_r1_accuracy()), plus the R1-Zero extras: only the last <answer>…</answer> span when present
+// (read whole when it holds no $…$ or \boxed{}: "<answer> 7 </answer>" answers 7), "the final answer is …", and GSM8K's "#### N" (on both sides, so a raw GSM8K worked solution is a valid gold).
 #pragma once
 
 #include <grpo/rewards/reward_function.hpp>

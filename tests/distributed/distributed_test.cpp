@@ -490,7 +490,7 @@ TEST_CASE("shard_range: contiguous, in rank order, sizes differing by at most on
   REQUIRE_THROWS_AS(gt::shard_range(4, 2, 2), grpo::ConfigError);
 }
 
-TEST_CASE("shard_prompt_indices: the ranks cover each step's global batch once; each epoch is a permutation",
+TEST_CASE("shard_prompt_indices: the ranks cover each step's global batch once, each epoch is a permutation",
           "[distributed]") {
   const gt::PromptShardingOptions options{.num_prompts = 10, .prompts_per_step = 4, .seed = 42};
   std::vector<int64_t> stream;  // the global batches of steps 0..4: positions 0..19, i.e. epochs 0 and 1

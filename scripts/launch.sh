@@ -10,7 +10,7 @@
 # and MASTER_PORT (default: a free port on this machine; give it explicitly with --nnodes > 1), which is what
 # grpo::train::ProcessGroup::from_env() reads. Output lines are prefixed with "[rank<R>] ". When one process fails
 # the others are stopped (SIGTERM, then SIGKILL after 5 s) and the launcher exits with the failed process's status;
-# SIGINT/SIGTERM to the launcher stop every process.
+# SIGINT/SIGTERM to the launcher stop every process. OMP_NUM_THREADS, when unset, becomes cores / n (at least 1).
 set -uo pipefail
 
 usage() {
@@ -50,6 +50,11 @@ if [ -z "$master_port" ]; then
 fi
 
 world_size=$((nnodes * nproc_per_node))
+# Like torchrun, do not let N processes each start one intra-op thread per core: share the cores among them.
+if [ -z "${OMP_NUM_THREADS:-}" ]; then
+  threads=$(($(nproc) / nproc_per_node))
+  export OMP_NUM_THREADS=$((threads > 0 ? threads : 1))
+fi
 pids=() filter_pids=()
 stop_all() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done

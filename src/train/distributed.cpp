@@ -10,6 +10,7 @@
 // above with the same signatures, so this file holds the Gloo object through the alias CollectiveBackend and never
 // goes through the 2.x ProcessGroup front.
 #include <grpo/core/error.hpp>
+#include <grpo/core/permutation.hpp>
 #include <grpo/train/distributed.hpp>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -94,7 +95,7 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
   return c10d::ReduceOp::SUM;
 }
 
-// splitmix64 (Steele, Lea, Flood 2014): a portable generator, so every rank on every machine draws the same shuffle.
+// splitmix64 (Steele, Lea, Flood 2014): mixes a 64-bit state into a well-spread value.
 struct SplitMix64 {
   uint64_t state;
   uint64_t next() {
@@ -103,27 +104,7 @@ struct SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  // Uniform in [0, bound) without modulo bias (rejects the top partial block).
-  uint64_t below(uint64_t bound) {
-    const uint64_t threshold = (0 - bound) % bound;
-    for (;;) {
-      const uint64_t r = next();
-      if (r >= threshold) return r % bound;
-    }
-  }
 };
-
-std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
-  std::vector<int64_t> perm(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) perm[static_cast<size_t>(i)] = i;
-  SplitMix64 rng{seed ^ (static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ull)};
-  rng.next();  // decorrelate neighbouring seeds
-  for (int64_t i = n - 1; i > 0; --i) {
-    const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i + 1)));
-    std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
-  }
-  return perm;
-}
 
 // 64-bit hash of a tensor's bytes (word-wise multiply-xorshift, then a splitmix64 finaliser).
 int64_t tensor_hash(const torch::Tensor& tensor) {
@@ -470,7 +451,7 @@ std::vector<int64_t> shard_prompt_indices(const PromptShardingOptions& options, 
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(range.size()));
   int64_t cached_epoch = -1;
-  std::vector<int64_t> perm;
+  std::vector<std::size_t> perm;
   for (int64_t i = range.begin; i < range.end; ++i) {
     const int64_t position = step * options.prompts_per_step + i;
     const int64_t epoch = position / n, index = position % n;
@@ -479,10 +460,10 @@ std::vector<int64_t> shard_prompt_indices(const PromptShardingOptions& options, 
       continue;
     }
     if (epoch != cached_epoch) {
-      perm = epoch_permutation(n, options.seed, epoch);
+      perm = seeded_permutation(static_cast<std::size_t>(n), options.seed + static_cast<uint64_t>(epoch));
       cached_epoch = epoch;
     }
-    out.push_back(perm[static_cast<size_t>(index)]);
+    out.push_back(static_cast<int64_t>(perm[static_cast<size_t>(index)]));
   }
   return out;
 }

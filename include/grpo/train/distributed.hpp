@@ -133,16 +133,17 @@ struct PromptShardingOptions {
   int64_t num_prompts = 0;        ///< dataset size (> 0)
   int64_t prompts_per_step = 0;   ///< global batch P over all ranks (> 0; need not divide by world size)
   bool shuffle = true;            ///< a fresh permutation of the dataset per epoch; false = dataset order
-  uint64_t seed = 0;              ///< permutation seed: the same on every rank
+  uint64_t seed = 0;              ///< epoch e is shuffled with seed + e: the same on every rank
 
   void validate() const;
 };
 
-/// The dataset row indices rank `rank` of `world_size` samples at `step` (0-based): the global batch of step s is
-/// positions [s·P, s·P + P) of the endless sequence epoch 0, epoch 1, ... (each epoch a permutation of the dataset
-/// drawn from (seed, epoch) by a Fisher–Yates shuffle on splitmix64, identical on every machine), and the rank
-/// takes shard_range(P, rank, world_size) of it. Together the ranks cover the global batch exactly once; with
-/// world_size 1 the result is the whole global batch. Costs O(num_prompts) per call when shuffling.
+/// The dataset row indices rank `rank` of `world_size` samples at `step` (0-based). The global batch of step s is
+/// positions [s·P, s·P + P) of the endless sequence epoch 0, epoch 1, ..., where epoch e lists the rows in the
+/// order of seeded_permutation(num_prompts, seed + e) (core/permutation.hpp), i.e. of io::Dataset::shuffled(seed
+/// + e), the same on every machine; the rank takes shard_range(P, rank, world_size) of it. Together the ranks cover
+/// the global batch exactly once, and world_size 1 gives the whole of it. Stateless in the step, so a resumed run
+/// continues where it stopped. Costs O(num_prompts) per call when shuffling.
 std::vector<int64_t> shard_prompt_indices(const PromptShardingOptions& options, int64_t step, int rank,
                                           int world_size);
 

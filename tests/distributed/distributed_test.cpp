@@ -371,6 +371,33 @@ TEST_CASE("distributed worker count", "[.worker]") {
   });
 }
 
+// Measures all_reduce_gradients on GRPO_TEST_MEGABYTES of float32 gradients (default 64) for several bucket sizes,
+// printing the time per call and the algorithm bandwidth (bytes / time) on rank 0.
+TEST_CASE("distributed worker bandwidth", "[.worker]") {
+  run_worker([] {
+    auto pg = gt::ProcessGroup::from_env(worker_options());
+    const int64_t floats = int64_t{env_int("GRPO_TEST_MEGABYTES", 64)} << 18;
+    std::vector<torch::Tensor> parameters;
+    for (int i = 0; i < 64; ++i) {  // 64 equal tensors, like the layers of a model
+      parameters.push_back(torch::zeros({floats / 64}, torch::requires_grad()));
+      parameters.back().mutable_grad() = torch::ones({floats / 64});
+    }
+    for (const std::size_t bucket_mb : {1, 4, 25, 100}) {
+      gt::all_reduce_gradients(pg, parameters, {.bucket_bytes = bucket_mb << 20, .check_parameters = false});
+      const auto start = std::chrono::steady_clock::now();
+      const int repeats = 3;
+      gt::BucketStats stats;
+      for (int r = 0; r < repeats; ++r)
+        stats = gt::all_reduce_gradients(pg, parameters, {.bucket_bytes = bucket_mb << 20, .check_parameters = false});
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
+      if (pg.is_main())
+        std::printf("world %d, %lld MB of gradients, bucket %zu MB (%lld buckets): %.3f s per all-reduce, %.2f GB/s\n",
+                    pg.world_size(), static_cast<long long>(stats.bytes >> 20), bucket_mb,
+                    static_cast<long long>(stats.buckets), seconds, static_cast<double>(stats.bytes) / seconds / 1e9);
+    }
+  });
+}
+
 // ------------------------------------------------------------------------------------------------------------
 // The multi-process tests.
 

@@ -9,6 +9,10 @@
 // (where ProcessGroup became a front that dispatches to per-device backends). Both bases declare the collectives
 // above with the same signatures, so this file holds the Gloo object through the alias CollectiveBackend and never
 // goes through the 2.x ProcessGroup front.
+#ifndef USE_C10D_GLOO
+#error "src/train/distributed.cpp needs USE_C10D_GLOO (cmake/distributed_dependencies.cmake defines it)"
+#endif
+
 #include <grpo/core/error.hpp>
 #include <grpo/core/permutation.hpp>
 #include <grpo/train/distributed.hpp>
@@ -31,10 +35,6 @@
 #include <map>
 #include <thread>
 
-#ifndef USE_C10D_GLOO
-#error "src/train/distributed.cpp needs USE_C10D_GLOO (cmake/distributed_dependencies.cmake defines it)"
-#endif
-
 namespace grpo::train {
 
 namespace {
@@ -47,7 +47,9 @@ using CollectiveBackend = c10d::ProcessGroup;
 // This build has no c10d NCCL: Debian's LibTorch is CPU-only. A CUDA build would construct ProcessGroupNCCL here.
 constexpr bool kHaveNccl = false;
 
-std::string seconds(std::chrono::milliseconds ms) { return fmt::format("{:g} s", static_cast<double>(ms.count()) / 1e3); }
+std::string seconds(std::chrono::milliseconds ms) {
+  return fmt::format("{:g} s", static_cast<double>(ms.count()) / 1e3);
+}
 
 // c10::Error's what() carries a C++ backtrace; users need the first line.
 std::string short_message(const std::exception& e) {
@@ -55,9 +57,7 @@ std::string short_message(const std::exception& e) {
   return e.what();
 }
 
-bool is_loopback(const std::string& host) {
-  return host.starts_with("127.") || host == "localhost" || host == "::1";
-}
+bool is_loopback(const std::string& host) { return host.starts_with("127.") || host == "localhost" || host == "::1"; }
 
 // Name resolution fails at once for a misspelt MASTER_ADDR; TCPStore would retry it until the timeout.
 void check_resolvable(const std::string& host) {
@@ -278,9 +278,10 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(opt
     if (options_.rank == 0)
       throw Error(fmt::format("ProcessGroup ({}): could not start the TCPStore on port {} (MASTER_PORT; in use?): {}",
                               who, options_.master_port, short_message(e)));
-    throw Error(fmt::format("ProcessGroup ({}): could not reach rank 0's TCPStore at {} (MASTER_ADDR:MASTER_PORT) "
-                            "within {}: is rank 0 running, and are MASTER_ADDR and MASTER_PORT right? ({})",
-                            who, where, seconds(options_.rendezvous_timeout), short_message(e)));
+    throw Error(
+        fmt::format("ProcessGroup ({}): could not reach rank 0's TCPStore at {} (MASTER_ADDR:MASTER_PORT) "
+                    "within {}: is rank 0 running, and are MASTER_ADDR and MASTER_PORT right? ({})",
+                    who, where, seconds(options_.rendezvous_timeout), short_message(e)));
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>("grpo", state_->store);
 
@@ -316,8 +317,7 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(opt
         GRPO_CHECK(std::chrono::steady_clock::now() < deadline,
                    "ProcessGroup ({}): {} of {} ranks did not join within {} (first missing: rank {}); check "
                    "WORLD_SIZE and that every process was started",
-                   who, missing.size(), options_.world_size - 1, seconds(options_.rendezvous_timeout),
-                   missing.front());
+                   who, missing.size(), options_.world_size - 1, seconds(options_.rendezvous_timeout), missing.front());
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     } else {
@@ -344,9 +344,9 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(opt
       gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     }
     gloo_options->threads = 2;
-    state_->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("gloo", state_->store), options_.rank, options_.world_size,
-        gloo_options);
+    state_->backend =
+        c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", state_->store),
+                                                    options_.rank, options_.world_size, gloo_options);
   } catch (const std::exception& e) {
     throw Error(fmt::format("ProcessGroup ({}): connecting the Gloo mesh failed: {}", who, short_message(e)));
   }
@@ -373,10 +373,10 @@ void run_collective(const ProcessGroupOptions& options, std::string_view what, S
     c10::intrusive_ptr<c10d::Work> work = start();
     work->wait();
   } catch (const std::exception& e) {
-    throw Error(fmt::format("{} failed on rank {} of {}: another rank exited, failed, or did not reach the same "
-                            "collective within {} (collective_timeout): {}",
-                            what, options.rank, options.world_size, seconds(options.collective_timeout),
-                            short_message(e)));
+    throw Error(
+        fmt::format("{} failed on rank {} of {}: another rank exited, failed, or did not reach the same "
+                    "collective within {} (collective_timeout): {}",
+                    what, options.rank, options.world_size, seconds(options.collective_timeout), short_message(e)));
   }
 }
 }  // namespace
@@ -573,12 +573,13 @@ void check_consistent(ProcessGroup& group, const std::vector<torch::Tensor>& ten
   }
   if (differing.empty()) return;
   const size_t shown = std::min<size_t>(differing.size(), 5);
-  throw Error(fmt::format("check_parameters_consistent (rank {} of {}): {} of {} parameters differ across ranks, "
-                          "e.g. {}{} (ranks stepped differently: missing broadcast_parameters, a rank-dependent "
-                          "optimizer or gradient, or a skipped all_reduce_gradients)",
-                          group.rank(), group.world_size(), differing.size(), n,
-                          fmt::join(differing.begin(), differing.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
-                          differing.size() > shown ? ", ..." : ""));
+  throw Error(
+      fmt::format("check_parameters_consistent (rank {} of {}): {} of {} parameters differ across ranks, "
+                  "e.g. {}{} (ranks stepped differently: missing broadcast_parameters, a rank-dependent "
+                  "optimizer or gradient, or a skipped all_reduce_gradients)",
+                  group.rank(), group.world_size(), differing.size(), n,
+                  fmt::join(differing.begin(), differing.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                  differing.size() > shown ? ", ..." : ""));
 }
 }  // namespace
 

@@ -75,8 +75,8 @@ struct StepData {
   // The prompts [range.begin, range.end) with their completions.
   StepData slice(gt::ShardRange range) const {
     auto rows = [&](const torch::Tensor& t, int64_t per) { return t.narrow(0, range.begin * per, range.size() * per); };
-    return {rows(prompt_ids, 1),   rows(completion_ids, kGroup), rows(mask, kGroup),
-            rows(rewards, 1),      rows(old_noise, kGroup),      rows(ref_noise, kGroup)};
+    return {rows(prompt_ids, 1), rows(completion_ids, kGroup), rows(mask, kGroup),
+            rows(rewards, 1),    rows(old_noise, kGroup),      rows(ref_noise, kGroup)};
   }
 };
 
@@ -90,11 +90,11 @@ StepData step_data(int64_t step) {
   d.prompt_ids = dataset.index_select(0, torch::tensor(indices, torch::kInt64));
   d.completion_ids = torch::randint(0, kVocab, {b, kCompletionLen}, gen, torch::kInt64);
   const torch::Tensor lengths = torch::randint(0, kCompletionLen + 1, {b, 1}, gen, torch::kInt64);
-  lengths[1][0] = 0;                      // an empty completion
-  lengths[2][0] = kCompletionLen;         // a full one
+  lengths[1][0] = 0;               // an empty completion
+  lengths[2][0] = kCompletionLen;  // a full one
   d.mask = (torch::arange(kCompletionLen).unsqueeze(0) < lengths).to(torch::kFloat64);
   d.rewards = torch::randint(0, 2, {kPrompts, kGroup}, gen, torch::kFloat64);
-  d.rewards[1].fill_(1.0);                // an all-equal group
+  d.rewards[1].fill_(1.0);  // an all-equal group
   d.old_noise = torch::randn({b, kCompletionLen}, gen, torch::kFloat64);
   d.ref_noise = torch::randn({b, kCompletionLen}, gen, torch::kFloat64);
   return d;
@@ -307,7 +307,7 @@ TEST_CASE("distributed worker count", "[.worker]") {
     const int steps = env_int("GRPO_TEST_STEPS", 150);
     const int64_t prompts_per_step = env_int("GRPO_TEST_PROMPTS", 16), group = env_int("GRPO_TEST_GROUP", 16);
     auto pg = gt::ProcessGroup::from_env(worker_options());  // world size 1 without the launcher's variables
-    torch::manual_seed(static_cast<uint64_t>(pg.rank()));   // ranks start different: the broadcast fixes that
+    torch::manual_seed(static_cast<uint64_t>(pg.rank()));    // ranks start different: the broadcast fixes that
     CountPolicy policy(env_int("GRPO_TEST_HIDDEN", 128));
     gt::broadcast_parameters(pg, *policy);
     torch::optim::AdamW optimizer(policy->parameters(), torch::optim::AdamWOptions(2e-3));
@@ -351,8 +351,8 @@ TEST_CASE("distributed worker count", "[.worker]") {
       auto t3 = Clock::now();
       optimizer.step();
       auto metrics = gt::loss_metric_values(out.metrics);  // drop-in line 3: reduce, log on rank 0
-      metrics.push_back({"reward", rewards.mean().item<double>(), gt::MetricReduction::weighted_mean,
-                         static_cast<double>(batch)});
+      metrics.push_back(
+          {"reward", rewards.mean().item<double>(), gt::MetricReduction::weighted_mean, static_cast<double>(batch)});
       const auto reduced = gt::reduce_metrics(pg, metrics);
       const double reward = reduced.back().second;
       if (step > steps - 10) last_rewards += reward / 10.0;
@@ -363,9 +363,10 @@ TEST_CASE("distributed worker count", "[.worker]") {
     }
     const double wall = std::chrono::duration<double>(Clock::now() - start).count();
     const double tokens = static_cast<double>(steps * batch * kCountLength);
-    std::printf("rank %d of %d: %.2f s, %.0f completion tokens/s in this process (sample %.2f s, loss+backward "
-                "%.2f s, all-reduce %.2f s); last-10-step reward %.3f\n",
-                pg.rank(), pg.world_size(), wall, tokens / wall, sample_s, loss_s, reduce_s, last_rewards);
+    std::printf(
+        "rank %d of %d: %.2f s, %.0f completion tokens/s in this process (sample %.2f s, loss+backward "
+        "%.2f s, all-reduce %.2f s); last-10-step reward %.3f\n",
+        pg.rank(), pg.world_size(), wall, tokens / wall, sample_s, loss_s, reduce_s, last_rewards);
     gt::check_parameters_consistent(pg, *policy);
     REQUIRE(last_rewards > env_int("GRPO_TEST_MIN_REWARD_PERCENT", 0) / 100.0);
   });
@@ -432,7 +433,8 @@ struct Ranks {
                                             {"OMP_NUM_THREADS", "1"},
                                             {"GRPO_TEST_WORK_DIR", dir.string()}};
     env.merge(base);
-    children.push_back(grpo::testing::spawn_process(worker_command(worker), env, dir / fmt::format("rank{}.log", rank)));
+    children.push_back(
+        grpo::testing::spawn_process(worker_command(worker), env, dir / fmt::format("rank{}.log", rank)));
   }
 
   grpo::testing::ChildExit wait(size_t index, std::chrono::milliseconds timeout) {
@@ -440,8 +442,7 @@ struct Ranks {
   }
 };
 
-TEST_CASE("two ranks: summed gradients, 10 AdamW steps, metrics and checkpoints equal one process's",
-          "[distributed]") {
+TEST_CASE("two ranks: summed gradients, 10 AdamW steps, metrics and checkpoints equal one process's", "[distributed]") {
   Ranks ranks("train");
   ranks.start("train", 0, 2);
   ranks.start("train", 1, 2);
@@ -455,8 +456,8 @@ TEST_CASE("two ranks: summed gradients, 10 AdamW steps, metrics and checkpoints 
 
 TEST_CASE("two ranks learn the counting task through the drop-in loop lines", "[distributed]") {
   Ranks ranks("count");
-  // One process reaches a reward of 0.78 after 100 steps (0.95 after 150); the data-parallel run follows it.
-  const std::map<std::string, std::string> env{{"GRPO_TEST_STEPS", "100"}, {"GRPO_TEST_MIN_REWARD_PERCENT", "65"}};
+  // The mean reward starts at 0.09 (chance is 0.1); after 60 steps it is 0.54 over the last 10 (0.95 after 150).
+  const std::map<std::string, std::string> env{{"GRPO_TEST_STEPS", "60"}, {"GRPO_TEST_MIN_REWARD_PERCENT", "40"}};
   ranks.start("count", 0, 2, env);
   ranks.start("count", 1, 2, env);
   for (size_t r = 0; r < 2; ++r) {
@@ -484,15 +485,15 @@ TEST_CASE("a rank that dies makes the other fail at once with a clear error", "[
 
 TEST_CASE("a rank that stays silent makes the other fail after collective_timeout", "[distributed]") {
   Ranks ranks("silent");
-  ranks.start("silent", 0, 2, {{"GRPO_TEST_COLLECTIVE_MS", "2000"}});
-  ranks.start("silent", 1, 2, {{"GRPO_TEST_COLLECTIVE_MS", "2000"}});
+  ranks.start("silent", 0, 2, {{"GRPO_TEST_COLLECTIVE_MS", "1000"}});
+  ranks.start("silent", 1, 2, {{"GRPO_TEST_COLLECTIVE_MS", "1000"}});
   const auto waiting = ranks.wait(0, 20s);
   INFO(waiting.output);
   REQUIRE(!waiting.timed_out);
   REQUIRE(waiting.exit_code != 0);
   REQUIRE(waiting.seconds < 15.0);
   REQUIRE_THAT(waiting.output, Contains("failed on rank 0 of 2"));
-  REQUIRE_THAT(waiting.output, Contains("within 2 s (collective_timeout)"));
+  REQUIRE_THAT(waiting.output, Contains("within 1 s (collective_timeout)"));
 }
 
 TEST_CASE("a wrong WORLD_SIZE fails fast on both ranks, naming both values", "[distributed]") {
@@ -586,8 +587,12 @@ TEST_CASE("ProcessGroupOptions: validation and the environment", "[distributed]"
   struct Env {
     std::map<std::string, std::optional<std::string>> saved;
     void set(const std::string& k, const char* v) {
-      if (!saved.count(k)) saved[k] = std::getenv(k.c_str()) ? std::optional<std::string>(std::getenv(k.c_str())) : std::nullopt;
-      if (v) setenv(k.c_str(), v, 1); else unsetenv(k.c_str());
+      if (!saved.count(k))
+        saved[k] = std::getenv(k.c_str()) ? std::optional<std::string>(std::getenv(k.c_str())) : std::nullopt;
+      if (v)
+        setenv(k.c_str(), v, 1);
+      else
+        unsetenv(k.c_str());
     }
     ~Env() {
       for (auto& [k, v] : saved) v ? setenv(k.c_str(), v->c_str(), 1) : unsetenv(k.c_str());

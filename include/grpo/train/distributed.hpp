@@ -130,10 +130,10 @@ ShardRange shard_range(int64_t count, int rank, int world_size);
 
 /// Which dataset rows each step reads.
 struct PromptShardingOptions {
-  int64_t num_prompts = 0;        ///< dataset size (> 0)
-  int64_t prompts_per_step = 0;   ///< global batch P over all ranks (> 0; need not divide by world size)
-  bool shuffle = true;            ///< a fresh permutation of the dataset per epoch; false = dataset order
-  uint64_t seed = 0;              ///< epoch e is shuffled with seed + e: the same on every rank
+  int64_t num_prompts = 0;       ///< dataset size (> 0)
+  int64_t prompts_per_step = 0;  ///< global batch P over all ranks (> 0; need not divide by world size)
+  bool shuffle = true;           ///< a fresh permutation of the dataset per epoch; false = dataset order
+  uint64_t seed = 0;             ///< epoch e is shuffled with seed + e: the same on every rank
 
   void validate() const;
 };
@@ -144,8 +144,7 @@ struct PromptShardingOptions {
 /// + e), the same on every machine; the rank takes shard_range(P, rank, world_size) of it. Together the ranks cover
 /// the global batch exactly once, and world_size 1 gives the whole of it. Stateless in the step, so a resumed run
 /// continues where it stopped. Costs O(num_prompts) per call when shuffling.
-std::vector<int64_t> shard_prompt_indices(const PromptShardingOptions& options, int64_t step, int rank,
-                                          int world_size);
+std::vector<int64_t> shard_prompt_indices(const PromptShardingOptions& options, int64_t step, int rank, int world_size);
 
 // ---------------------------------------------------------------------------------------------------------------
 // The global normaliser and gradients.

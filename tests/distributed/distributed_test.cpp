@@ -20,6 +20,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -244,6 +245,33 @@ TEST_CASE("distributed worker train", "[.worker]") {
     REQUIRE(state.step == 10);
     gt::check_parameters_consistent(pg, *restored);
     require_parameters_close(restored, model, /*grads=*/false);
+
+    // A checkpoint rank 0 cannot write (its directory would lie below a regular file): rank 0 throws its own error,
+    // the other rank one naming rank 0, instead of waiting at a barrier.
+    const fs::path blocked = fs::path(std::getenv("GRPO_TEST_WORK_DIR")) / "a-file";
+    if (pg.is_main()) std::ofstream(blocked) << "x";
+    pg.barrier();
+    gt::CheckpointManager unwritable({.directory = blocked / "checkpoints"});
+    if (pg.is_main()) {
+      REQUIRE_THROWS(gt::save_checkpoint(pg, unwritable, model, optimizer, {.step = 11}));
+    } else {
+      REQUIRE_THROWS_WITH(gt::save_checkpoint(pg, unwritable, model, optimizer, {.step = 11}),
+                          Contains("rank 0 failed to write checkpoint step 11"));
+    }
+  }
+
+  {  // reduce_metrics by hand. Rank 0 passes value 1, rank 1 value 4, with these weights:
+    const bool r0 = pg.rank() == 0;
+    const double v = r0 ? 1.0 : 4.0;
+    const auto reduced = gt::reduce_metrics(pg, {{"sum", v, gt::MetricReduction::sum},
+                                                 {"mean", v, gt::MetricReduction::weighted_mean, r0 ? 1.0 : 3.0},
+                                                 {"min", v, gt::MetricReduction::min, r0 ? 0.0 : 1.0},
+                                                 {"max", v, gt::MetricReduction::max, 1.0}});
+    REQUIRE(reduced[0].second == 5.0);   // 1 + 4
+    REQUIRE(reduced[1].second == 3.25);  // (1·1 + 4·3) / (1 + 3)
+    REQUIRE(reduced[2].second == 4.0);   // rank 0 measured nothing (weight 0): min over rank 1 alone
+    REQUIRE(reduced[3].second == 4.0);   // max(1, 4)
+    REQUIRE_THROWS_WITH(gt::reduce_metrics(pg, {{r0 ? "a" : "b", 1.0}}), Contains("different metric names"));
   }
 }
 

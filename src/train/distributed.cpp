@@ -44,6 +44,12 @@ using CollectiveBackend = c10d::Backend;
 using CollectiveBackend = c10d::ProcessGroup;
 #endif
 
+#ifdef NDEBUG
+constexpr bool kDebugBuild = false;
+#else
+constexpr bool kDebugBuild = true;
+#endif
+
 // This build has no c10d NCCL: Debian's LibTorch is CPU-only. A CUDA build would construct ProcessGroupNCCL here.
 constexpr bool kHaveNccl = false;
 
@@ -516,7 +522,7 @@ BucketStats run_buckets(const std::vector<std::vector<torch::Tensor>>& buckets, 
 BucketStats all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters,
                                  const GradientReduceOptions& options) {
   options.validate();
-  if (options.check_parameters) check_parameters_consistent(group, parameters);
+  if (options.check_parameters || kDebugBuild) check_parameters_consistent(group, parameters);
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
   grads.reserve(parameters.size());

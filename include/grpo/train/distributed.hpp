@@ -157,20 +157,14 @@ Normaliser global_normaliser(ProcessGroup& group, LossType type, const Normalise
 /// global_normaliser(group, loss type, loss.local_normaliser(inputs)) for this rank's inputs. Collective.
 Normaliser global_normaliser(ProcessGroup& group, const GrpoLoss& loss, const LossInputs& inputs);
 
-/// Compiled into the caller: parameter checks on by default in debug builds (NDEBUG undefined).
-#ifdef NDEBUG
-inline constexpr bool kCheckParametersByDefault = false;
-#else
-inline constexpr bool kCheckParametersByDefault = true;
-#endif
-
 struct GradientReduceOptions {
   /// Gradients are flattened into buckets of at most this many bytes (a larger tensor gets its own bucket), one
   /// all-reduce per bucket: few large messages instead of one per parameter. 25 MiB is DDP's bucket_cap_mb.
   std::size_t bucket_bytes = 25u << 20;
   /// Check first that the parameters are bitwise equal on all ranks (check_parameters_consistent): catches a
-  /// rank that stepped differently, at the cost of one hash pass and one small all-reduce.
-  bool check_parameters = kCheckParametersByDefault;
+  /// rank that stepped differently, at the cost of one hash pass and one small all-reduce. Always on when grpo itself
+  /// is a debug build (compiled without NDEBUG).
+  bool check_parameters = false;
 
   void validate() const;
 };

@@ -218,7 +218,7 @@ struct MetricValue {
 
 /// Combines each metric over the ranks (every rank gets the result; log it on rank 0). All ranks must pass the
 /// same names in the same order (checked: throws grpo::Error otherwise). A weighted mean with total weight 0, or
-/// a min/max no rank measured, is this rank's own value. Two collectives whatever the number of metrics.
+/// a min/max no rank measured, is this rank's own value. Three small collectives whatever the number of metrics.
 std::vector<std::pair<std::string, double>> reduce_metrics(ProcessGroup& group,
                                                            const std::vector<MetricValue>& metrics);
 

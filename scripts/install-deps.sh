@@ -8,6 +8,7 @@ packages=(
   libtorch-dev libopenblas0-pthread   # without the pthread OpenBLAS, matrix products run ~25x slower
   libeigen3-dev libfmt-dev catch2 libsimdjson-dev libbenchmark-dev libcli11-dev
   libpcre2-dev libutf8proc-dev                          # tokenizer
+  libgloo-dev                                            # data-parallel training: c10d ProcessGroupGloo headers
   libgmp-dev libmpfr-dev libflint-dev libflint-arb-dev   # math verifier: exact rationals, ball arithmetic
   clang libclang-rt-14-dev                               # libFuzzer + sanitizers for the verifier fuzz test
 )

@@ -57,3 +57,4 @@
 #include <grpo/train/metrics_writer.hpp>
 #include <grpo/train/progress.hpp>
 #include <grpo/train/tensorboard.hpp>
+#include <grpo/train/distributed.hpp>

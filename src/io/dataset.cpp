@@ -2,13 +2,13 @@
 // Dataset loading. Rows are parsed by rewards::Row::from_json (one row parser in the library); simdjson is used here
 // only to split a JSON array file into its objects and to read ROLL's chat lists, and never leaves this file.
 #include <grpo/core/error.hpp>
+#include <grpo/core/permutation.hpp>
 #include <grpo/io/dataset.hpp>
 #include <grpo/io/read_file.hpp>
 
 #include <simdjson.h>
 
 #include <algorithm>
-#include <random>
 #include <utility>
 
 namespace grpo::io {
@@ -211,13 +211,9 @@ Dataset Dataset::parse(std::string_view text, std::string_view source, const Dat
 }
 
 Dataset Dataset::shuffled(std::uint64_t seed) const {
-  std::vector<Example> order = examples_;
-  std::mt19937_64 generator(seed);
-  // Fisher-Yates; j = draw mod (i + 1): the bias is below 2^-40 for any in-memory data set.
-  for (std::size_t i = order.size(); i > 1; --i) {
-    const std::size_t j = static_cast<std::size_t>(generator() % i);
-    std::swap(order[i - 1], order[j]);
-  }
+  std::vector<Example> order;
+  order.reserve(examples_.size());
+  for (const std::size_t index : seeded_permutation(examples_.size(), seed)) order.push_back(examples_[index]);
   return Dataset(std::move(order), skipped_rows_, skip_reasons_);
 }
 

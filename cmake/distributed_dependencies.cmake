@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: Apache-2.0
+# Dependencies of data-parallel training (src/train/distributed.cpp), as the INTERFACE target grpo_distributed_deps:
+#   c10d (TCPStore, ProcessGroupGloo)  compiled into libtorch_cpu; headers in libtorch-dev  (BSD-3-Clause)
+#   Gloo                               the headers c10d's ProcessGroupGloo.hpp includes     Debian: libgloo-dev (BSD)
+# ProcessGroupGloo.hpp declares nothing unless USE_C10D_GLOO is defined. Debian's torch_cpu target already exports
+# USE_DISTRIBUTED;USE_C10D_GLOO;USE_RPC;USE_TENSORPIPE (Caffe2Targets.cmake); other LibTorch packages may not, so we
+# define USE_C10D_GLOO ourselves (the same value, so no conflict). USE_DISTRIBUTED guards nothing in the c10d headers.
+# Gloo is linked directly too: the inline parts of its headers (devices, contexts) reference libgloo symbols, and
+# the linker does not pick up libtorch_cpu's own dependency for us. None of this appears in a public header, so
+# consumers of grpo need no definitions, only the link line below (a plain library path: nothing to re-find).
+include_guard(GLOBAL)
+find_path(GRPO_GLOO_INCLUDE_DIR NAMES gloo/algorithm.h REQUIRED)
+find_library(GRPO_GLOO_LIBRARY NAMES gloo REQUIRED)
+
+add_library(grpo_distributed_deps INTERFACE)
+target_include_directories(grpo_distributed_deps INTERFACE ${GRPO_GLOO_INCLUDE_DIR})
+target_compile_definitions(grpo_distributed_deps INTERFACE USE_C10D_GLOO)
+target_link_libraries(grpo_distributed_deps INTERFACE ${GRPO_GLOO_LIBRARY})

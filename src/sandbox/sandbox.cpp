@@ -32,11 +32,15 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <mutex>
 
 namespace grpo::sandbox {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Processes of bwrap itself under the sandbox's uid: the outer bwrap and the namespace's init.
+constexpr std::size_t kBwrapProcesses = 2;
 
 /// An owned file descriptor.
 class Fd {
@@ -199,7 +203,8 @@ struct ChildPlan {
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1, exec_error_fd = -1;
   std::vector<int> pass_fds;
   std::array<rlimit, 6> limits{};
-  std::array<int, 6> resources{RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE};
+  std::array<int, 6> resources{RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE, RLIMIT_NPROC};
+  std::size_t limit_count = 5;  // RLIMIT_NPROC (the sixth) only when it can be per sandbox
   bool drop_root = false;
   unsigned uid = 0, gid = 0;
   pid_t parent = 0;
@@ -224,7 +229,7 @@ struct ChildPlan {
   if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 || ::dup2(plan.stderr_fd, 2) < 0) {
     child_fail(plan.exec_error_fd, errno);
   }
-  for (std::size_t i = 0; i < plan.limits.size(); ++i) {
+  for (std::size_t i = 0; i < plan.limit_count; ++i) {
     if (::setrlimit(plan.resources[i], &plan.limits[i]) != 0) child_fail(plan.exec_error_fd, errno);
   }
   if (plan.drop_root) {
@@ -241,6 +246,47 @@ struct ChildPlan {
 }
 
 rlimit limit_of(std::size_t value) { return rlimit{static_cast<rlim_t>(value), static_cast<rlim_t>(value)}; }
+
+// RLIMIT_NPROC counts every process of a user, so a per-sandbox process limit needs a user per sandbox: when the
+// caller is root and subprocesses are allowed, each concurrent run takes its own uid from this pool.
+constexpr unsigned kUidPoolBase = 2000000000u;
+constexpr std::size_t kUidPoolSize = 4096;
+
+class UidPool {
+ public:
+  static UidPool& instance() {
+    static UidPool pool;
+    return pool;
+  }
+  std::size_t acquire() {
+    std::lock_guard lock(mutex_);
+    for (std::size_t k = 0; k < kUidPoolSize; ++k) {
+      const std::size_t slot = (next_ + k) % kUidPoolSize;  // round robin: a just-freed uid is reused last
+      if (!used_[slot]) {
+        used_[slot] = true;
+        next_ = slot + 1;
+        return slot;
+      }
+    }
+    throw SandboxError("sandbox: more than 4096 concurrent sandboxes");
+  }
+  void release(std::size_t slot) {
+    std::lock_guard lock(mutex_);
+    used_[slot] = false;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<bool> used_ = std::vector<bool>(kUidPoolSize, false);
+  std::size_t next_ = 0;
+};
+
+struct UidLease {
+  std::optional<std::size_t> slot;
+  ~UidLease() {
+    if (slot) UidPool::instance().release(*slot);
+  }
+};
 
 }  // namespace
 
@@ -332,11 +378,20 @@ RunResult Sandbox::run(const RunRequest& request) const {
   for (const Fd& fd : data_files) plan.pass_fds.push_back(fd.get());
   // CPU: SIGXCPU at the soft limit, SIGKILL one second later.
   plan.limits = {rlimit{static_cast<rlim_t>(limits.cpu_seconds), static_cast<rlim_t>(limits.cpu_seconds + 1)},
-                 limit_of(limits.memory_bytes), limit_of(limits.max_processes), limit_of(limits.max_file_bytes),
-                 limit_of(limits.max_open_files), limit_of(0)};
+                 limit_of(limits.memory_bytes), limit_of(limits.max_file_bytes), limit_of(limits.max_open_files),
+                 limit_of(0), limit_of(limits.max_processes + kBwrapProcesses)};
   plan.drop_root = ::geteuid() == 0;
   plan.uid = options_.run_as_uid;
   plan.gid = options_.run_as_gid;
+  // Without subprocesses the seccomp filter is the process limit (threads are bounded by RLIMIT_AS). With them, as
+  // root, a uid of our own makes RLIMIT_NPROC count this sandbox only; a non-root caller shares its uid with its own
+  // threads and processes, so RLIMIT_NPROC cannot be set meaningfully for it (see docs/sandbox.md).
+  UidLease lease;
+  if (options_.allow_subprocesses && plan.drop_root) {
+    lease.slot = UidPool::instance().acquire();
+    plan.uid = kUidPoolBase + static_cast<unsigned>(*lease.slot);
+    plan.limit_count = 6;
+  }
   plan.parent = ::getpid();
 
   const auto started = Clock::now();

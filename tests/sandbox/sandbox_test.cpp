@@ -13,8 +13,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 using namespace grpo::sandbox;
 using namespace grpo::sandbox::testing;
@@ -278,4 +281,38 @@ TEST_CASE("sandbox options are validated", "[sandbox]") {
   RunRequest request;
   request.argv = {"python3"};
   CHECK_THROWS_WITH(shared_sandbox().run(request), Catch::Contains("argv[0]"));
+}
+
+TEST_CASE("concurrent runs from several threads all succeed", "[sandbox][concurrency]") {
+  // Process limits must be per sandbox: 4 × 10 concurrent runs, with and without subprocesses (RLIMIT_NPROC counts
+  // per user, so each run with subprocesses gets its own uid when the caller is root).
+  const bool allow_subprocesses = GENERATE(false, true);
+  SandboxOptions options = fast_options(allow_subprocesses);
+  options.limits.max_processes = 4;
+  const Sandbox sandbox(options);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  std::mutex mutex;
+  std::string report;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        RunResult result;
+        try {
+          result = run_python(sandbox, "print(int(input()) * 2)\n", std::to_string(t * 100 + i) + "\n");
+        } catch (const SandboxError& e) {
+          result.stderr_text = e.what();
+        }
+        if (result.stdout_text != std::to_string(2 * (t * 100 + i)) + "\n") {
+          ++failures;
+          std::lock_guard lock(mutex);
+          report += std::string(to_string(result.status)) + " " + std::to_string(result.exit_code) + " " +
+                    std::to_string(result.signal) + " " + result.stderr_text + "\n";
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  INFO(report);
+  CHECK(failures == 0);
 }

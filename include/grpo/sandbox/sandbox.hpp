@@ -12,7 +12,7 @@
 //  3. when the caller is root, bubblewrap runs as an unprivileged user (nobody by default), so nothing inside holds
 //     any capability or a root uid;
 //  4. rlimits set in the forked child before bwrap is executed, inherited by everything inside: CPU seconds, address
-//     space, processes, file size, open files, no core files;
+//     space, file size, open files, no core files, and processes when subprocesses are allowed (see max_processes);
 //  5. a seccomp filter (libseccomp, loaded by bwrap just before exec): no process creation (threads are allowed)
 //     unless allow_subprocesses, no sockets but AF_UNIX, and none of ptrace, mount, namespaces, keyrings, bpf,
 //     perf, kernel modules, io_uring and similar kernel attack surface.
@@ -42,7 +42,10 @@ struct SandboxLimits {
   std::chrono::milliseconds wall_time{2000};  ///< enforced by the parent (kill of the whole sandbox)
   std::size_t cpu_seconds = 2;                ///< RLIMIT_CPU, per process (SIGXCPU then SIGKILL)
   std::size_t memory_bytes = 1024ull << 20;   ///< RLIMIT_AS, virtual address space per process
-  std::size_t max_processes = 64;             ///< RLIMIT_NPROC (only matters with allow_subprocesses)
+  /// RLIMIT_NPROC (+ 2 for bwrap itself), only with allow_subprocesses and a root caller, which gives each run a uid
+  /// of its own (2000000000 + slot) so that the count is per sandbox; otherwise the seccomp filter (no processes at
+  /// all) or nothing (a non-root caller with allow_subprocesses) bounds processes.
+  std::size_t max_processes = 64;
   std::size_t max_file_bytes = 16ull << 20;   ///< RLIMIT_FSIZE, largest file a process may write
   std::size_t max_open_files = 64;            ///< RLIMIT_NOFILE
   std::size_t max_output_bytes = 1ull << 20;  ///< stdout and stderr each; more is killed (status output_limit)

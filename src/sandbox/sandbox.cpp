@@ -12,6 +12,7 @@
 #include <seccomp.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
@@ -193,6 +194,31 @@ std::optional<pid_t> parse_child_pid(const std::string& info) {
     digits = true;
   }
   return digits && pid > 0 ? std::optional<pid_t>(pid) : std::nullopt;
+}
+
+// The parent pid of `pid` from /proc/<pid>/stat (the field after the parenthesised command name), or -1.
+pid_t parent_of(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buffer[512];
+  const ssize_t n = ::read(fd, buffer, sizeof buffer - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buffer[n] = '\0';
+  const char* close_paren = std::strrchr(buffer, ')');
+  int parent = -1;
+  if (close_paren == nullptr || std::sscanf(close_paren + 1, " %*c %d", &parent) != 1) return -1;
+  return parent;
+}
+
+// A pidfd for the namespace init bwrap reported, only if that process really is our bwrap's child: the pid comes
+// through a pipe, and a pid that is not bwrap's child must never be signalled.
+Fd open_init(pid_t pid, pid_t bwrap) {
+  Fd fd(pidfd_open(pid));
+  if (fd.valid() && parent_of(pid) != bwrap) fd.reset();
+  return fd;
 }
 
 // Everything the child needs, prepared before fork (the child must not allocate).
@@ -484,7 +510,8 @@ RunResult Sandbox::run(const RunRequest& request) const {
       if (n == 0 || (n < 0 && errno != EINTR)) info_open = false;
       if (!init.valid()) {
         if (const auto pid = parse_child_pid(info_text)) {
-          init = Fd(pidfd_open(*pid));
+          init = open_init(*pid, child);
+          info_open = false;  // the first report is bwrap's; nothing later is read
           if (killed_for && init.valid()) pidfd_kill(init.get());
         }
       }
@@ -501,7 +528,7 @@ RunResult Sandbox::run(const RunRequest& request) const {
     char buffer[512];
     ssize_t n = 0;
     while ((n = ::read(info.read.get(), buffer, sizeof buffer)) > 0) info_text.append(buffer, static_cast<std::size_t>(n));
-    if (const auto pid = parse_child_pid(info_text)) init = Fd(pidfd_open(*pid));
+    if (const auto pid = parse_child_pid(info_text)) init = open_init(*pid, child);
   }
   if (init.valid()) {
     pidfd_kill(init.get());

@@ -316,3 +316,17 @@ TEST_CASE("concurrent runs from several threads all succeed", "[sandbox][concurr
   INFO(report);
   CHECK(failures == 0);
 }
+
+TEST_CASE("abuse: a timed-out run leaves no process behind either", "[sandbox][abuse]") {
+  SandboxOptions options = fast_options(/*allow_subprocesses=*/true);
+  options.limits.wall_time = std::chrono::milliseconds(700);
+  options.limits.cpu_seconds = 5;
+  const Sandbox sandbox(options);
+  const std::string marker = unique_marker("grpo-timeout-");
+  const auto result = run_python(sandbox,
+                                 "import subprocess\n"
+                                 "subprocess.Popen(['/usr/bin/python3', '-c', 'while True: pass', '" + marker + "'])\n"
+                                 "while True: pass\n");
+  CHECK(result.status == RunStatus::timeout);
+  CHECK(processes_with_marker(marker) == 0);  // checked at once: the namespace init was killed and waited for
+}

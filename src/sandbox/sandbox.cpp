@@ -522,8 +522,10 @@ RunResult Sandbox::run(const RunRequest& request) const {
   // Reap bwrap, then make sure the namespace init (and with it every process of the sandbox) is gone: kill it (a
   // no-op when it already exited) and wait until it has exited.
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  pid_t reaped = 0;
+  while ((reaped = ::waitpid(child, &status, 0)) < 0 && errno == EINTR) {
   }
+  const bool status_lost = reaped < 0;  // SIGCHLD ignored by the host process: the kernel reaped bwrap itself
   if (!init.valid()) {  // the info may have arrived after the last poll
     char buffer[512];
     ssize_t n = 0;
@@ -541,6 +543,9 @@ RunResult Sandbox::run(const RunRequest& request) const {
   if (killed_for) {
     result.status = *killed_for;
     return result;
+  }
+  if (status_lost) {
+    throw SandboxError("sandbox: the program's exit status was lost (is SIGCHLD set to SIG_IGN in this process?)");
   }
   if (WIFSIGNALED(status)) {  // bwrap itself was killed from outside the sandbox's reach (e.g. the OOM killer)
     result.status = RunStatus::signaled;

@@ -228,7 +228,7 @@ TEST_CASE("early exit, top-N tests by input length, and the total time limit", "
   CHECK(*slow.value < 1.0f);
 }
 
-TEST_CASE("rows without tests give no value; a passed scoring deadline gives no value", "[rewards][code]") {
+TEST_CASE("rows without tests give no value, and so does a passed scoring deadline", "[rewards][code]") {
   const CodeTestsReward& reward = shared_reward();
   CHECK(reward.evaluate(completion(fenced("print(1)\n"), nullptr)).value == std::nullopt);
   auto math_row = std::make_shared<Row>(Row::from_json(R"({"ground_truth": "1", "case_type": "", "test_cases": ""})"));

@@ -289,7 +289,7 @@ TEST_CASE("HTTP judge: garbage answers exhaust the retries and give no value", "
   CHECK(reward.stats().failed == 1);
 }
 
-TEST_CASE("HTTP judge: client errors are not retried; an unparseable verdict is counted", "[rewards][judge][http]") {
+TEST_CASE("HTTP judge: client errors are not retried, and an unparseable verdict is counted", "[rewards][judge][http]") {
   FakeServer bad_request({{400, R"({"error":"bad"})"}});
   HttpJudgeBackend backend(fast_http(bad_request));
   CHECK(backend.complete(std::vector<JudgeRequest>{{"s", "u"}}, {})[0] == std::nullopt);

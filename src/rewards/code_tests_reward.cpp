@@ -233,6 +233,20 @@ def _grpo_assert():
 _grpo_assert()
 )PY";
 
+// Runs inside the compile sandbox: the compiler driver with an argv list (no shell), then the binary on stdout.
+constexpr const char* kCompileHarness = R"PY(import subprocess, sys
+result = subprocess.run(sys.argv[1:] + ['/box/main.cpp', '-o', '/tmp/main'], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE)
+if result.returncode != 0:
+    sys.stderr.buffer.write(result.stderr[-8000:])
+    sys.exit(1)
+sys.stdout.buffer.write(open('/tmp/main', 'rb').read())
+)PY";
+
+bool is_cpp(std::string_view language) {
+  return language == "cpp" || language == "c++" || language == "cxx" || language == "cc";
+}
+
 std::string random_token() {
   thread_local std::mt19937_64 engine{std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32)};
   return fmt::format("{:016x}{:016x}", engine(), engine());
@@ -240,12 +254,8 @@ std::string random_token() {
 
 }  // namespace
 
-std::optional<std::string> extract_code_block(std::string_view text, const std::vector<std::string>& languages) {
-  struct Block {
-    std::string info;
-    std::string code;
-  };
-  std::vector<Block> blocks;
+std::optional<CodeBlock> extract_code_block(std::string_view text, const std::vector<std::string>& languages) {
+  std::vector<CodeBlock> blocks;
   const auto lines = split_lines(text);
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::string_view line = lines[i];
@@ -258,7 +268,7 @@ std::optional<std::string> extract_code_block(std::string_view text, const std::
     while (length < line.size() && line[length] == fence) ++length;
     if (length < 3) continue;
     const std::string_view info_text = trim(line.substr(length));
-    Block block{lower(info_text.substr(0, std::min(info_text.find_first_of(" \t{"), info_text.size()))), ""};
+    CodeBlock block{"", lower(info_text.substr(0, std::min(info_text.find_first_of(" \t{"), info_text.size())))};
     std::size_t j = i + 1;
     for (; j < lines.size(); ++j) {
       std::string_view body = lines[j];
@@ -272,11 +282,11 @@ std::optional<std::string> extract_code_block(std::string_view text, const std::
   }
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
     for (const std::string& language : languages) {
-      if (it->info == lower(language)) return it->code;
+      if (it->language == lower(language)) return std::move(*it);
     }
   }
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
-    if (it->info.empty()) return it->code;
+    if (it->language.empty()) return std::move(*it);
   }
   return std::nullopt;
 }
@@ -368,6 +378,21 @@ CodeTestsReward::CodeTestsReward(CodeTestsOptions options) : options_(std::move(
   options_.sandbox.limits.wall_time = options_.test_time;
   options_.sandbox.limits.cpu_seconds = static_cast<std::size_t>((options_.test_time.count() + 999) / 1000);
   sandbox_ = std::make_shared<const sandbox::Sandbox>(options_.sandbox);
+  if (std::any_of(options_.languages.begin(), options_.languages.end(),
+                  [](const std::string& language) { return is_cpp(lower(language)); })) {
+    GRPO_CHECK_CONFIG(options_.compile_time.count() > 0, "code_tests: compile_time must be > 0 ms");
+    GRPO_CHECK_CONFIG(!options_.cxx.empty() && options_.cxx.front() == '/',
+                      "code_tests: cxx must be an absolute path, got '{}'", options_.cxx);
+    sandbox::SandboxOptions compile = options_.sandbox;
+    compile.allow_subprocesses = true;  // g++ runs cc1plus, as and ld
+    compile.limits.wall_time = options_.compile_time;
+    compile.limits.cpu_seconds = static_cast<std::size_t>((options_.compile_time.count() + 999) / 1000);
+    compile.limits.memory_bytes = std::max<std::size_t>(compile.limits.memory_bytes, 2ull << 30);
+    compile.limits.max_output_bytes = std::max<std::size_t>(compile.limits.max_output_bytes, 64ull << 20);
+    compile.limits.max_file_bytes = std::max<std::size_t>(compile.limits.max_file_bytes, 64ull << 20);
+    compile.limits.tmpfs_bytes = std::max<std::size_t>(compile.limits.tmpfs_bytes, 256ull << 20);
+    compile_sandbox_ = std::make_shared<const sandbox::Sandbox>(compile);
+  }
 }
 
 CodeTestsOutcome CodeTestsReward::evaluate(const Completion& completion, const ScoringContext& context) const {
@@ -387,13 +412,32 @@ CodeTestsOutcome CodeTestsReward::evaluate(const Completion& completion, const S
     order.resize(options_.max_tests);
   }
   outcome.total = order.size();
-  const std::optional<std::string> code = extract_code_block(completion.text, options_.languages);
-  if (!code) {
+  const std::optional<CodeBlock> block = extract_code_block(completion.text, options_.languages);
+  if (!block) {
     outcome.value = 0.0f;
     return outcome;
   }
   outcome.code_found = true;
-  const std::string program = options_.prelude.empty() ? *code : options_.prelude + "\n" + *code;
+  const bool cpp = is_cpp(block->language) && compile_sandbox_ != nullptr;
+  std::string program = options_.prelude.empty() || cpp ? block->code : options_.prelude + "\n" + block->code;
+  if (cpp) {
+    // Compiled programs answer stdin/stdout tests only; compile errors and other test kinds fail every test.
+    if (tests->kind != TestKind::stdin_stdout) {
+      outcome.value = 0.0f;
+      return outcome;
+    }
+    sandbox::RunRequest compile;
+    compile.argv = {options_.python, "-I", "-B", "/box/compile.py", options_.cxx};
+    compile.argv.insert(compile.argv.end(), options_.cxx_flags.begin(), options_.cxx_flags.end());
+    compile.files = {{"/box/compile.py", kCompileHarness}, {"/box/main.cpp", block->code}};
+    outcome.compile = compile_sandbox_->run(compile);
+    if (!outcome.compile->success() || outcome.compile->stdout_text.empty()) {
+      outcome.value = context.expired() ? std::nullopt : std::optional<float>(0.0f);
+      return outcome;
+    }
+    program = std::move(outcome.compile->stdout_text);
+    outcome.compile->stdout_text.clear();
+  }
 
   const auto started = Clock::now();
   const auto total_deadline =
@@ -411,11 +455,16 @@ CodeTestsOutcome CodeTestsReward::evaluate(const Completion& completion, const S
     const CodeTestCase& test = tests->cases[index];
     sandbox::RunRequest request;
     request.limits = limits;
-    request.files = {{"/box/main.py", program}};
+    if (!cpp) request.files = {{"/box/main.py", program}};
     std::string token;
     switch (tests->kind) {
       case TestKind::stdin_stdout:
-        request.argv = {options_.python, "-I", "-B", "/box/main.py"};
+        if (cpp) {
+          request.files = {{"/box/main", program, /*executable=*/true}};
+          request.argv = {"/box/main"};
+        } else {
+          request.argv = {options_.python, "-I", "-B", "/box/main.py"};
+        }
         request.stdin_data = test.input;
         break;
       case TestKind::call:

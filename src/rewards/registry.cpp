@@ -280,6 +280,9 @@ RewardPtr make_code_tests(const RewardOptions& options, const RewardRegistry&) {
   code.languages = options.text_list("languages", code.languages);
   code.python = options.text("python", code.python);
   code.prelude = options.text("prelude", code.prelude);
+  code.cxx = options.text("cxx", code.cxx);
+  code.cxx_flags = options.text_list("cxx_flags", code.cxx_flags);
+  code.compile_time = milliseconds(options, "compile_time_ms", code.compile_time);
   const std::string scoring = options.choice("scoring", "pass_rate", {"pass_rate", "all_or_nothing", "weighted"});
   code.scoring = scoring == "pass_rate"        ? CodeScoring::pass_rate
                  : scoring == "all_or_nothing" ? CodeScoring::all_or_nothing

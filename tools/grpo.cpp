@@ -5,6 +5,8 @@
 //   grpo verify --jsonl                       {"gold", "pred"} lines on stdin → {"equivalent", "verdict"} lines
 //   grpo score --rewards a,b [--config F]     {"completion", ground-truth fields...} lines → the same objects plus
 //                                             "rewards": {name: value|null} and "reward": weighted total|null
+//                                             (ROLL code rows work with code_tests: test_cases, case_type, ...;
+//                                             --threads N scores on N executor threads)
 //   grpo tokenize --tokenizer PATH [--chat]   {"text"} (or {"messages"} with --chat) lines → {"ids"} lines
 //   grpo generate --model DIR --prompt TEXT   prints a completion (tokenizer files in DIR)
 //   grpo logprobs --model DIR                 {"ids"} lines → {"logprobs"} (per token, tokens 1..n-1)
@@ -83,7 +85,7 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-int run_score(const std::string& names, const std::string& config_path) {
+int run_score(const std::string& names, const std::string& config_path, std::size_t threads) {
   std::string config;
   if (!config_path.empty()) {
     config = read_file(config_path);
@@ -95,6 +97,7 @@ int run_score(const std::string& names, const std::string& config_path) {
     }
     GRPO_CHECK_CONFIG(!entries.empty(), "grpo score: give --rewards name,... or --config FILE");
     config = "[" + fmt::format("{}", fmt::join(entries, ",")) + "]";
+    if (threads > 0) config = fmt::format(R"({{"rewards": {}, "executor": {{"threads": {}}}}})", config, threads);
   }
   auto rewards = grpo::rewards::RewardSet::from_config(config);
 
@@ -267,6 +270,8 @@ int main(int argc, char** argv) {
   auto* score = app.add_subcommand("score", "Score completions read as JSON lines on stdin");
   score->add_option("--rewards", reward_names, "comma-separated reward names (e.g. accuracy,format)");
   score->add_option("--config", config, "a JSON file: [{\"name\": ..., \"weight\": ..., options...}]");
+  std::size_t score_threads = 0;
+  score->add_option("--threads", score_threads, "with --rewards: executor threads (0 = score in the calling thread)");
 
   std::string tokenizer_path;
   bool chat = false;
@@ -298,7 +303,7 @@ int main(int argc, char** argv) {
       }
       return run_verify(gold, pred, jsonl);
     }
-    if (*score) return run_score(reward_names, config);
+    if (*score) return run_score(reward_names, config, score_threads);
     if (*tokenize) return run_tokenize(tokenizer_path, chat);
     if (*generate) return run_generate(gen);
     if (*logprobs) return run_logprobs(model_dir);

@@ -29,14 +29,17 @@
 #include <grpo/models/model_config.hpp>
 
 #include <grpo/rewards/accuracy_reward.hpp>
+#include <grpo/rewards/code_tests_reward.hpp>
 #include <grpo/rewards/executor.hpp>
 #include <grpo/rewards/format_rewards.hpp>
+#include <grpo/rewards/judge_reward.hpp>
 #include <grpo/rewards/length_rewards.hpp>
 #include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/repetition_reward.hpp>
 #include <grpo/rewards/reward_function.hpp>
 #include <grpo/rewards/reward_set.hpp>
 #include <grpo/rewards/tag_router.hpp>
+#include <grpo/sandbox/sandbox.hpp>
 
 #include <grpo/math/extract.hpp>
 #include <grpo/math/graders.hpp>

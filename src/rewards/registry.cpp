@@ -2,7 +2,9 @@
 // Reward options, the registry, and the factories of the built-in rewards (see registry.hpp, docs/rewards.md).
 #include <grpo/core/error.hpp>
 #include <grpo/rewards/accuracy_reward.hpp>
+#include <grpo/rewards/code_tests_reward.hpp>
 #include <grpo/rewards/format_rewards.hpp>
+#include <grpo/rewards/judge_reward.hpp>
 #include <grpo/rewards/length_rewards.hpp>
 #include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/repetition_reward.hpp>
@@ -268,6 +270,85 @@ RewardPtr make_route(const RewardOptions& options, const RewardRegistry& registr
   return std::make_shared<TagRouter>("route", std::move(routes), std::move(router));
 }
 
+std::chrono::milliseconds milliseconds(const RewardOptions& options, std::string_view key,
+                                       std::chrono::milliseconds fallback) {
+  return std::chrono::milliseconds(options.count(key, static_cast<std::size_t>(fallback.count())));
+}
+
+RewardPtr make_code_tests(const RewardOptions& options, const RewardRegistry&) {
+  CodeTestsOptions code;
+  code.languages = options.text_list("languages", code.languages);
+  code.python = options.text("python", code.python);
+  code.prelude = options.text("prelude", code.prelude);
+  code.cxx = options.text("cxx", code.cxx);
+  code.cxx_flags = options.text_list("cxx_flags", code.cxx_flags);
+  code.compile_time = milliseconds(options, "compile_time_ms", code.compile_time);
+  const std::string scoring = options.choice("scoring", "pass_rate", {"pass_rate", "all_or_nothing", "weighted"});
+  code.scoring = scoring == "pass_rate"        ? CodeScoring::pass_rate
+                 : scoring == "all_or_nothing" ? CodeScoring::all_or_nothing
+                                               : CodeScoring::weighted;
+  const std::string comparison = options.choice("comparison", "whitespace", {"exact", "whitespace", "float"});
+  code.comparison = comparison == "exact"        ? OutputComparison::exact
+                    : comparison == "whitespace" ? OutputComparison::whitespace
+                                                 : OutputComparison::float_tolerance;
+  code.float_tolerance = options.number("float_tolerance", code.float_tolerance);
+  code.early_exit = options.flag("early_exit", code.early_exit);
+  code.max_tests = options.count("max_tests", code.max_tests);
+  code.test_time = milliseconds(options, "test_time_ms", code.test_time);
+  code.total_time = milliseconds(options, "total_time_ms", code.total_time);
+  code.tests_field = options.text("tests_field", code.tests_field);
+  code.case_type_field = options.text("case_type_field", code.case_type_field);
+  code.function_field = options.text("function_field", code.function_field);
+  code.no_tests_value = optional_float(options, "no_tests_value");
+  sandbox::SandboxLimits& limits = code.sandbox.limits;
+  limits.memory_bytes = options.count("memory_mb", limits.memory_bytes >> 20) << 20;
+  limits.max_output_bytes = options.count("max_output_bytes", limits.max_output_bytes);
+  limits.max_processes = options.count("max_processes", limits.max_processes);
+  code.sandbox.allow_subprocesses = options.flag("allow_subprocesses", code.sandbox.allow_subprocesses);
+  code.sandbox.bwrap_path = options.text("bwrap", code.sandbox.bwrap_path);
+  return std::make_shared<CodeTestsReward>(std::move(code));
+}
+
+RewardPtr make_judge(const RewardOptions& options, const RewardRegistry&) {
+  JudgeOptions judge;
+  judge.system_prompt = options.text("system_prompt", judge.system_prompt);
+  judge.prompt_template = options.text("prompt_template", judge.prompt_template);
+  judge.question_fields = options.text_list("question_fields", judge.question_fields);
+  judge.reference_fields = options.text_list("reference_fields", judge.reference_fields);
+  judge.criteria_field = options.text("criteria_field", judge.criteria_field);
+  judge.default_criteria = options.text("default_criteria", judge.default_criteria);
+  judge.strip_thinking = options.flag("strip_thinking", judge.strip_thinking);
+  judge.max_response_bytes = options.count("max_response_bytes", judge.max_response_bytes);
+  JudgeBackendPtr backend;
+  if (options.choice("backend", "http", {"http", "local"}) == "http") {
+    HttpJudgeOptions http;
+    http.base_url = options.text("base_url", http.base_url);
+    http.base_url_env = options.text("base_url_env", http.base_url_env);
+    http.api_key_env = options.text("api_key_env", http.api_key_env);
+    http.model = options.text("model", http.model);
+    http.temperature = options.number("temperature", http.temperature);
+    http.max_tokens = static_cast<std::int64_t>(options.count("max_tokens", static_cast<std::size_t>(http.max_tokens)));
+    http.timeout = milliseconds(options, "timeout_ms", http.timeout);
+    http.connect_timeout = milliseconds(options, "connect_timeout_ms", http.connect_timeout);
+    http.max_retries = options.count("max_retries", http.max_retries);
+    http.initial_backoff = milliseconds(options, "initial_backoff_ms", http.initial_backoff);
+    http.backoff_multiplier = options.number("backoff_multiplier", http.backoff_multiplier);
+    http.max_backoff = milliseconds(options, "max_backoff_ms", http.max_backoff);
+    http.max_concurrency = options.count("max_concurrency", http.max_concurrency);
+    backend = std::make_shared<HttpJudgeBackend>(std::move(http));
+  } else {
+    LocalJudgeOptions local;
+    const std::string directory = options.text("model_dir", "");
+    GRPO_CHECK_CONFIG(!directory.empty(), "option 'model_dir' is required with \"backend\": \"local\"");
+    local.max_new_tokens =
+        static_cast<std::int64_t>(options.count("max_new_tokens", static_cast<std::size_t>(local.max_new_tokens)));
+    local.batch_size = options.count("batch_size", local.batch_size);
+    local.use_chat_template = options.flag("use_chat_template", local.use_chat_template);
+    backend = local_judge_from_pretrained(directory, local);
+  }
+  return std::make_shared<JudgeReward>(std::move(judge), std::move(backend));
+}
+
 }  // namespace
 
 RewardRegistry RewardRegistry::with_builtins() {
@@ -282,6 +363,8 @@ RewardRegistry RewardRegistry::with_builtins() {
   registry.add("soft_overlong", make_soft_overlong);
   registry.add("stop_properly", make_stop_properly);
   registry.add("route", make_route);
+  registry.add("code_tests", make_code_tests);
+  registry.add("judge", make_judge);
   return registry;
 }
 

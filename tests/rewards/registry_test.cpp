@@ -28,11 +28,11 @@ const RewardType& as(const RewardPtr& reward) {
 
 TEST_CASE("the built-in registry knows every built-in reward", "[rewards][registry]") {
   const RewardRegistry registry = RewardRegistry::with_builtins();
-  CHECK(registry.names() == std::vector<std::string>{"accuracy", "cosine", "format", "length", "reasoning_steps",
+  CHECK(registry.names() == std::vector<std::string>{"accuracy", "code_tests", "cosine", "format", "judge", "length", "reasoning_steps",
                                                      "repetition", "route", "soft_overlong", "stop_properly",
                                                      "tag_count"});
   for (const std::string& name : registry.names()) {
-    if (name == "route") continue;  // needs routes
+    if (name == "route" || name == "judge") continue;  // need routes / an endpoint
     INFO(name);
     CHECK(registry.create(R"({"name": ")" + name + R"("})")->name() == name);
   }
@@ -40,10 +40,12 @@ TEST_CASE("the built-in registry knows every built-in reward", "[rewards][regist
 
 TEST_CASE("options from JSON reach the reward", "[rewards][registry]") {
   const RewardRegistry registry = RewardRegistry::with_builtins();
-  const auto& cosine = as<CosineReward>(registry.create(
+  // Keep each reward alive while a reference to it is used (a temporary RewardPtr would free it at the ';').
+  const RewardPtr cosine_reward = registry.create(
       R"({"name": "cosine", "max_len": 500, "min_value_wrong": -1.0, "max_value_wrong": -0.5, "min_value_correct": 0.5,
           "max_value_correct": 1.0, "unit": "tokens", "clamp_progress": false, "unjudgeable_value": 1.0,
-          "gold_fields": "ground_truth", "answer_tags": false})"));
+          "gold_fields": "ground_truth", "answer_tags": false})");
+  const auto& cosine = as<CosineReward>(cosine_reward);
   CHECK(cosine.options().max_len == 500.0);
   CHECK(cosine.options().min_value_wrong == -1.0);
   CHECK(cosine.options().unit == LengthUnit::tokens);
@@ -52,8 +54,9 @@ TEST_CASE("options from JSON reach the reward", "[rewards][registry]") {
   CHECK(cosine.options().accuracy.gold_fields == std::vector<std::string>{"ground_truth"});
   CHECK_FALSE(cosine.options().accuracy.answer_tags);
 
-  const auto& repetition =
-      as<RepetitionReward>(registry.create(R"({"name": "repetition", "ngram_size": 2, "max_penalty": -1, "unit": "tokens"})"));
+  const RewardPtr repetition_reward =
+      registry.create(R"({"name": "repetition", "ngram_size": 2, "max_penalty": -1, "unit": "tokens"})");
+  const auto& repetition = as<RepetitionReward>(repetition_reward);
   CHECK(repetition.options().ngram_size == 2);
   CHECK(repetition.options().max_penalty == -1.0);
   CHECK(repetition.options().unit == RepetitionUnit::tokens);
@@ -63,8 +66,9 @@ TEST_CASE("options from JSON reach the reward", "[rewards][registry]") {
   CHECK(as<ReasoningStepsReward>(registry.create(R"({"name": "reasoning_steps", "line_anchor": "string_start"})"))
             .options()
             .line_anchor == StepLineAnchor::string_start);
-  const auto& overlong = as<SoftOverlongReward>(
-      registry.create(R"({"name": "soft_overlong", "max_completion_len": 20, "soft_punish_cache": 5})"));
+  const RewardPtr overlong_reward =
+      registry.create(R"({"name": "soft_overlong", "max_completion_len": 20, "soft_punish_cache": 5})");
+  const auto& overlong = as<SoftOverlongReward>(overlong_reward);
   CHECK(overlong.options().max_completion_len == 20);
   CHECK(overlong.options().soft_punish_cache == 5);
   CHECK(as<StopProperlyReward>(registry.create(R"({"name": "stop_properly", "penalty": -0.25})")).options().penalty ==
@@ -77,7 +81,7 @@ TEST_CASE("options from JSON reach the reward", "[rewards][registry]") {
 TEST_CASE("registry errors name the entry, the option and the valid choices", "[rewards][registry]") {
   const RewardRegistry registry = RewardRegistry::with_builtins();
   CHECK_THROWS_WITH(registry.create(R"({"name": "cosin"})"),
-                    Catch::Contains("unknown reward 'cosin'") && Catch::Contains("accuracy, cosine, format"));
+                    Catch::Contains("unknown reward 'cosin'") && Catch::Contains("accuracy, code_tests, cosine, format"));
   CHECK_THROWS_WITH(registry.create(R"({"name": "repetition", "max_penalty": 0.5})"),
                     Catch::Contains("repetition") && Catch::Contains("max_penalty") && Catch::Contains("0.5"));
   CHECK_THROWS_WITH(registry.create(R"({"name": "cosine", "max_len": "long"})"),

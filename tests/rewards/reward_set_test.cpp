@@ -142,7 +142,7 @@ TEST_CASE("RewardSet config errors name the entry and the field", "[rewards][set
                     Catch::Contains("two rewards are named 'format'") && Catch::Contains("label"));
   CHECK_THROWS_WITH(RewardSet::from_config(R"([{"name": "accuracyy"}])"),
                     Catch::Contains("rewards[0]") && Catch::Contains("unknown reward 'accuracyy'") &&
-                        Catch::Contains("valid names: accuracy, cosine"));
+                        Catch::Contains("valid names: accuracy, code_tests, cosine"));
   CHECK_THROWS_WITH(RewardSet::from_config(R"({"rewards": [{"name": "repetition", "max_penalty": 1}]})"),
                     Catch::Contains("rewards[0] (repetition)") && Catch::Contains("max_penalty"));
   CHECK_THROWS_WITH(RewardSet::from_config(R"({"rewards": [], "executor": {"threads": -1}})"),

@@ -13,37 +13,19 @@
 #include <vector>
 
 #include "reference_fixture.hpp"
+#include "support/tokenizer_testing.hpp"
 
 using grpo::text::DecodeOptions;
 using grpo::text::EncodeOptions;
 using grpo::text::InvalidUtf8;
 using grpo::text::Tokenizer;
 using Ids = std::vector<int32_t>;
+using grpo::testing::byte_spelling;
 
 namespace {
 
 /// GPT-2's byte-to-character table written out from its definition: printable Latin-1 bytes (! .. ~, ¡ .. ¬,
 /// ® .. ÿ) are themselves; the remaining bytes, in increasing order, become U+0100, U+0101, ...
-std::string byte_spelling(int byte) {
-  const bool printable = (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || (byte >= 174 && byte <= 255);
-  int code_point = byte;
-  if (!printable) {
-    code_point = 256;
-    for (int b = 0; b < byte; ++b) {
-      const bool p = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-      if (!p) ++code_point;
-    }
-  }
-  std::string out;
-  if (code_point < 0x80) {
-    out.push_back(static_cast<char>(code_point));
-  } else {
-    out.push_back(static_cast<char>(0xC0 | (code_point >> 6)));
-    out.push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  }
-  return out;
-}
-
 struct TinyOptions {
   std::string normalizer = "null";
   std::string pre_tokenizer = R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})";

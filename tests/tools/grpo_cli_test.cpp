@@ -128,3 +128,21 @@ TEST_CASE("grpo logprobs matches log-softmax of the model's logits", "[tools]") 
   REQUIRE(line.find("at least two tokens") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("grpo score runs code_tests on ROLL code rows in the sandbox", "[tools][sandbox]") {
+  const std::string right =
+      R"({"id": "c1", "tag": "code", "case_type": "input", "test_case_function": "", "test_cases": "[{\"input\": \"3\\n\", \"expected_output\": \"6\\n\"}, {\"input\": \"5\\n\", \"expected_output\": \"10\\n\"}]", "completion": "```python\nprint(int(input()) * 2)\n```"})";
+  const std::string half =
+      R"({"id": "c2", "tag": "code", "case_type": "input", "test_case_function": "", "test_cases": "[{\"input\": \"3\\n\", \"expected_output\": \"6\\n\"}, {\"input\": \"5\\n\", \"expected_output\": \"10\\n\"}]", "completion": "```python\nprint(6)\n```"})";
+  const std::string math = R"({"id": "m1", "tag": "math", "case_type": "", "test_cases": "", "completion": "42"})";
+  auto r = run("score --rewards code_tests --threads 2", right + "\n" + half + "\n" + math + "\n");
+  REQUIRE(r.status == 0);
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);
+  CHECK(line == right.substr(0, right.size() - 1) + R"(,"rewards":{"code_tests":1},"reward":1})");
+  std::getline(lines, line);  // 1 of 2 tests: pass rate 0.5
+  CHECK(line == half.substr(0, half.size() - 1) + R"(,"rewards":{"code_tests":0.5},"reward":0.5})");
+  std::getline(lines, line);  // a math row has no tests: no value
+  CHECK(line == math.substr(0, math.size() - 1) + R"(,"rewards":{"code_tests":null},"reward":null})");
+}

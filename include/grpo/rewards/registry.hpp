@@ -83,7 +83,8 @@ class RewardRegistry {
   RewardRegistry() = default;
 
   /// accuracy, format, tag_count, reasoning_steps, cosine, length, repetition, soft_overlong, stop_properly, and
-  /// route (per-tag routing: {"name": "route", "field": "tag", "routes": {"math": {...}}, "default": {...}}).
+  /// route (per-tag routing: {"name": "route", "field": "tag", "routes": {"math": {...}}, "default": {...}}),
+  /// code_tests (sandboxed test execution) and judge (LLM judge over HTTP).
   static RewardRegistry with_builtins();
 
   /// Registers a factory; throws ConfigError if the name is taken or empty.

@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: Apache-2.0
+// The code_tests reward (see code_tests_reward.hpp): code extraction, test parsing, output comparison, and the Python
+// harnesses that run inside the sandbox.
+#include <grpo/rewards/code_tests_reward.hpp>
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <utility>
+
+namespace grpo::rewards {
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+// Lines without their '\n'; a final newline ends the last line instead of starting an empty one.
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) {
+      lines.push_back(text.substr(start));
+      break;
+    }
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::vector<std::string_view> tokens(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && is_space(text[i])) ++i;
+    const std::size_t start = i;
+    while (i < text.size() && !is_space(text[i])) ++i;
+    if (i > start) out.push_back(text.substr(start, i - start));
+  }
+  return out;
+}
+
+// Lines with trimmed ends and inner whitespace runs as one space; blank lines at both ends dropped.
+std::vector<std::string> normalised_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  for (std::string_view line : split_lines(text)) {
+    std::string joined;
+    for (std::string_view token : tokens(line)) {
+      if (!joined.empty()) joined.push_back(' ');
+      joined.append(token);
+    }
+    lines.push_back(std::move(joined));
+  }
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  const auto first = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return !l.empty(); });
+  lines.erase(lines.begin(), first);
+  return lines;
+}
+
+std::optional<double> parse_number(std::string_view token) {
+  double value = 0.0;
+  const auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), value);
+  if (error != std::errc() || end != token.data() + token.size()) return std::nullopt;
+  return value;
+}
+
+bool numbers_close(double actual, double expected, double tolerance) {
+  if (!std::isfinite(actual) || !std::isfinite(expected)) return actual == expected;
+  return std::fabs(actual - expected) <= tolerance * std::max(1.0, std::fabs(expected));
+}
+
+bool json_equal(simdjson::dom::element a, simdjson::dom::element b, double tolerance) {
+  using Type = simdjson::dom::element_type;
+  const bool a_number = a.is_number(), b_number = b.is_number();
+  if (a_number || b_number) {
+    if (!(a_number && b_number)) return false;
+    if (a.type() == Type::INT64 && b.type() == Type::INT64) return a.get_int64().value() == b.get_int64().value();
+    return numbers_close(a.get_double().value(), b.get_double().value(), tolerance);
+  }
+  if (a.type() != b.type()) return false;
+  switch (a.type()) {
+    case Type::STRING: return a.get_string().value() == b.get_string().value();
+    case Type::BOOL: return a.get_bool().value() == b.get_bool().value();
+    case Type::NULL_VALUE: return true;
+    case Type::ARRAY: {
+      const auto x = a.get_array().value(), y = b.get_array().value();
+      if (x.size() != y.size()) return false;
+      auto it = y.begin();
+      for (auto item : x) {
+        if (!json_equal(item, *it, tolerance)) return false;
+        ++it;
+      }
+      return true;
+    }
+    case Type::OBJECT: {
+      const auto x = a.get_object().value(), y = b.get_object().value();
+      if (x.size() != y.size()) return false;
+      for (auto field : x) {
+        simdjson::dom::element other;
+        if (y.at_key(field.key).get(other) || !json_equal(field.value, other, tolerance)) return false;
+      }
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// A JSON value as test text: strings as they are, anything else as its JSON.
+std::string as_text(simdjson::dom::element value) {
+  std::string_view text;
+  if (!value.get_string().get(text)) return std::string(text);
+  return simdjson::minify(value);
+}
+
+std::optional<std::string> first_field(simdjson::dom::object object, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    simdjson::dom::element value;
+    if (!object.at_key(key).get(value) && !value.is_null()) return as_text(value);
+  }
+  return std::nullopt;
+}
+
+// Test cases from the row's JSON: a list of objects or strings, or an {"inputs": [...], "outputs": [...]} object.
+std::vector<CodeTestCase> parse_cases(std::string_view json, bool& strings_only) {
+  std::vector<CodeTestCase> cases;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(simdjson::padded_string(json)).get(root)) return cases;
+  strings_only = true;
+  simdjson::dom::object object;
+  if (!root.get_object().get(object)) {
+    simdjson::dom::array inputs, outputs;
+    if (object["inputs"].get_array().get(inputs) || object["outputs"].get_array().get(outputs)) return cases;
+    if (inputs.size() != outputs.size()) return cases;
+    auto output = outputs.begin();
+    for (auto input : inputs) {
+      cases.push_back({as_text(input), as_text(*output)});
+      ++output;
+    }
+    strings_only = false;
+    return cases;
+  }
+  simdjson::dom::array array;
+  if (root.get_array().get(array)) return cases;
+  for (auto item : array) {
+    std::string_view code;
+    if (!item.get_string().get(code)) {
+      cases.push_back({std::string(code), ""});
+      continue;
+    }
+    simdjson::dom::object test;
+    if (item.get_object().get(test)) continue;
+    if (auto assertion = first_field(test, {"assert_code", "code", "test"})) {
+      cases.push_back({std::move(*assertion), ""});
+      continue;
+    }
+    auto input = first_field(test, {"input", "stdin", "inputs"});
+    auto expected = first_field(test, {"expected_output", "expected_stdout", "output", "outputs"});
+    if (!input || !expected) continue;
+    strings_only = false;
+    cases.push_back({std::move(*input), std::move(*expected)});
+  }
+  return cases;
+}
+
+// Runs inside the sandbox for call-based tests: arguments are read before the program runs (it cannot consume
+// them), the program's own prints go to stderr, and the return value alone is written to stdout as JSON.
+constexpr const char* kCallHarness = R"PY(import json, sys
+def _grpo_call():
+    name = sys.argv[2]
+    args = [json.loads(line) for line in sys.stdin.read().split('\n') if line.strip()]
+    out, sys.stdout = sys.stdout, sys.stderr
+    ns = {'__name__': 'solution'}
+    exec(compile(open('/box/main.py').read(), '/box/main.py', 'exec'), ns)
+    fn = ns.get(name)
+    if fn is None and isinstance(ns.get('Solution'), type):
+        fn = getattr(ns['Solution'](), name)
+    result = fn(*args)
+    if isinstance(result, tuple):
+        result = list(result)
+    sys.stdout = out
+    sys.stdout.write(json.dumps(result))
+_grpo_call()
+)PY";
+
+// Runs inside the sandbox for assertion tests. The line it prints last is a per-run random token read from stdin
+// before the program runs, so exiting early with status 0 (sys.exit(0), os._exit(0)) does not pass.
+constexpr const char* kAssertHarness = R"PY(import os, sys, types
+def _grpo_assert():
+    token = sys.stdin.readline().strip()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    sys.stdin = open(os.devnull)
+    function, entry = sys.argv[2], sys.argv[3]
+    ns = {'__name__': 'solution'}
+    exec(compile(open('/box/main.py').read(), '/box/main.py', 'exec'), ns)
+    exec(compile(open('/box/test.py').read(), '/box/test.py', 'exec'), ns)
+    if function:
+        f = ns[function]
+        f(ns[entry]) if entry else f()
+    else:
+        import unittest
+        for key, value in list(ns.items()):
+            if key.startswith('test_') and isinstance(value, types.FunctionType):
+                value()
+        cases = [v for v in ns.values() if isinstance(v, type) and issubclass(v, unittest.TestCase)
+                 and v is not unittest.TestCase]
+        if cases:
+            suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in cases)
+            if not unittest.TextTestRunner(stream=sys.stderr, verbosity=0).run(suite).wasSuccessful():
+                sys.exit(1)
+    sys.stdout.flush()
+    os.write(1, ('\n' + token + '\n').encode())
+_grpo_assert()
+)PY";
+
+// Runs inside the compile sandbox: the compiler driver with an argv list (no shell), then the binary on stdout.
+constexpr const char* kCompileHarness = R"PY(import subprocess, sys
+result = subprocess.run(sys.argv[1:] + ['/box/main.cpp', '-o', '/tmp/main'], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE)
+if result.returncode != 0:
+    sys.stderr.buffer.write(result.stderr[-8000:])
+    sys.exit(1)
+sys.stdout.buffer.write(open('/tmp/main', 'rb').read())
+)PY";
+
+bool is_cpp(std::string_view language) {
+  return language == "cpp" || language == "c++" || language == "cxx" || language == "cc";
+}
+
+std::string random_token() {
+  thread_local std::mt19937_64 engine{std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32)};
+  return fmt::format("{:016x}{:016x}", engine(), engine());
+}
+
+}  // namespace
+
+std::optional<CodeBlock> extract_code_block(std::string_view text, const std::vector<std::string>& languages) {
+  std::vector<CodeBlock> blocks;
+  const auto lines = split_lines(text);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::string_view line = lines[i];
+    std::size_t indent = 0;
+    while (indent < line.size() && indent < 3 && line[indent] == ' ') ++indent;
+    line.remove_prefix(indent);
+    if (line.size() < 3 || (line[0] != '`' && line[0] != '~')) continue;
+    const char fence = line[0];
+    std::size_t length = 0;
+    while (length < line.size() && line[length] == fence) ++length;
+    if (length < 3) continue;
+    const std::string_view info_text = trim(line.substr(length));
+    CodeBlock block{"", lower(info_text.substr(0, std::min(info_text.find_first_of(" \t{"), info_text.size())))};
+    std::size_t j = i + 1;
+    for (; j < lines.size(); ++j) {
+      std::string_view body = lines[j];
+      std::string_view closing = trim(body);
+      if (closing.size() >= length && closing.find_first_not_of(fence) == std::string_view::npos) break;
+      block.code.append(body);
+      block.code.push_back('\n');
+    }
+    blocks.push_back(std::move(block));
+    i = j;  // past the closing fence (or the end)
+  }
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    for (const std::string& language : languages) {
+      if (it->language == lower(language)) return std::move(*it);
+    }
+  }
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    if (it->language.empty()) return std::move(*it);
+  }
+  return std::nullopt;
+}
+
+bool outputs_match(std::string_view actual, std::string_view expected, OutputComparison comparison,
+                   double float_tolerance) {
+  switch (comparison) {
+    case OutputComparison::exact:
+      return actual == expected;
+    case OutputComparison::whitespace:
+      return normalised_lines(actual) == normalised_lines(expected);
+    case OutputComparison::float_tolerance: {
+      const auto a = tokens(actual), e = tokens(expected);
+      if (a.size() != e.size()) return false;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        if (a[i] == e[i]) continue;
+        const auto x = parse_number(a[i]), y = parse_number(e[i]);
+        if (!x || !y || !numbers_close(*x, *y, float_tolerance)) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+bool json_values_match(std::string_view actual, std::string_view expected, double float_tolerance) {
+  simdjson::dom::parser first, second;
+  simdjson::dom::element a, b;
+  if (first.parse(simdjson::padded_string(actual)).get(a)) return false;
+  if (second.parse(simdjson::padded_string(expected)).get(b)) return false;
+  return json_equal(a, b, float_tolerance);
+}
+
+std::optional<CodeTests> parse_code_tests(const Row& row, const CodeTestsOptions& options) {
+  CodeTests tests;
+  bool strings_only = true;
+  const FieldValue* field = row.find(options.tests_field);
+  if (field == nullptr) return std::nullopt;
+  if (const auto* list = std::get_if<std::vector<std::string>>(field)) {
+    for (const std::string& code : *list) tests.cases.push_back({code, ""});
+  } else if (const auto* text = std::get_if<std::string>(field)) {
+    const std::string_view json = trim(*text);
+    if (json.empty() || (json.front() != '[' && json.front() != '{')) return std::nullopt;
+    tests.cases = parse_cases(json, strings_only);
+  }
+  if (tests.cases.empty()) return std::nullopt;
+
+  const std::string case_type = lower(trim(row.text(options.case_type_field).value_or("")));
+  tests.function = std::string(trim(row.text(options.function_field).value_or("")));
+  if (tests.function == "None") tests.function.clear();  // ROLL writes Python's None as text
+  tests.entry_point = std::string(trim(row.text("entry_point").value_or("")));
+  if (case_type == "assert" || case_type == "unittest" || case_type == "pytest" || case_type == "check_based" ||
+      (case_type.empty() && strings_only)) {
+    tests.kind = TestKind::assertion;
+  } else if (case_type == "call" || case_type == "call_based" || case_type == "function") {
+    tests.kind = TestKind::call;
+  } else if (case_type.empty() || case_type == "input" || case_type == "stdin" || case_type == "stdin_stdout" ||
+             case_type == "io") {
+    tests.kind = tests.function.empty() ? TestKind::stdin_stdout : TestKind::call;
+  } else {
+    return std::nullopt;  // a case type we cannot run: no value rather than a wrong 0
+  }
+  if (tests.kind != TestKind::assertion && strings_only) return std::nullopt;
+  if (tests.kind == TestKind::call && tests.function.empty()) return std::nullopt;
+  return tests;
+}
+
+float code_score(std::size_t passed, std::size_t total, CodeScoring scoring) {
+  GRPO_CHECK(total > 0 && passed <= total, "code_score: need 0 <= passed <= total and total > 0, got {} of {}", passed,
+             total);
+  const float rate = static_cast<float>(passed) / static_cast<float>(total);
+  const float all = passed == total ? 1.0f : 0.0f;
+  switch (scoring) {
+    case CodeScoring::pass_rate: return rate;
+    case CodeScoring::all_or_nothing: return all;
+    case CodeScoring::weighted: return all + 0.1f * rate;
+  }
+  return rate;
+}
+
+CodeTestsReward::CodeTestsReward(CodeTestsOptions options) : options_(std::move(options)) {
+  GRPO_CHECK_CONFIG(options_.test_time.count() > 0, "code_tests: test_time must be > 0 ms, got {} ms",
+                    options_.test_time.count());
+  GRPO_CHECK_CONFIG(options_.total_time.count() >= 0, "code_tests: total_time must be >= 0 ms");
+  GRPO_CHECK_CONFIG(options_.float_tolerance >= 0.0 && std::isfinite(options_.float_tolerance),
+                    "code_tests: float_tolerance must be finite and >= 0, got {}", options_.float_tolerance);
+  GRPO_CHECK_CONFIG(!options_.python.empty() && options_.python.front() == '/',
+                    "code_tests: python must be an absolute path, got '{}'", options_.python);
+  options_.sandbox.limits.wall_time = options_.test_time;
+  options_.sandbox.limits.cpu_seconds = static_cast<std::size_t>((options_.test_time.count() + 999) / 1000);
+  sandbox_ = std::make_shared<const sandbox::Sandbox>(options_.sandbox);
+  if (std::any_of(options_.languages.begin(), options_.languages.end(),
+                  [](const std::string& language) { return is_cpp(lower(language)); })) {
+    GRPO_CHECK_CONFIG(options_.compile_time.count() > 0, "code_tests: compile_time must be > 0 ms");
+    GRPO_CHECK_CONFIG(!options_.cxx.empty() && options_.cxx.front() == '/',
+                      "code_tests: cxx must be an absolute path, got '{}'", options_.cxx);
+    sandbox::SandboxOptions compile = options_.sandbox;
+    compile.allow_subprocesses = true;  // g++ runs cc1plus, as and ld
+    compile.limits.wall_time = options_.compile_time;
+    compile.limits.cpu_seconds = static_cast<std::size_t>((options_.compile_time.count() + 999) / 1000);
+    compile.limits.memory_bytes = std::max<std::size_t>(compile.limits.memory_bytes, 2ull << 30);
+    compile.limits.max_output_bytes = std::max<std::size_t>(compile.limits.max_output_bytes, 64ull << 20);
+    compile.limits.max_file_bytes = std::max<std::size_t>(compile.limits.max_file_bytes, 64ull << 20);
+    compile.limits.tmpfs_bytes = std::max<std::size_t>(compile.limits.tmpfs_bytes, 256ull << 20);
+    compile_sandbox_ = std::make_shared<const sandbox::Sandbox>(compile);
+  }
+}
+
+CodeTestsOutcome CodeTestsReward::evaluate(const Completion& completion, const ScoringContext& context) const {
+  using Clock = std::chrono::steady_clock;
+  CodeTestsOutcome outcome;
+  const std::optional<CodeTests> tests = completion.row ? parse_code_tests(*completion.row, options_) : std::nullopt;
+  if (!tests) {
+    outcome.value = options_.no_tests_value;
+    return outcome;
+  }
+  std::vector<std::size_t> order(tests->cases.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (options_.max_tests > 0 && order.size() > options_.max_tests) {
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return tests->cases[a].input.size() > tests->cases[b].input.size();
+    });
+    order.resize(options_.max_tests);
+  }
+  outcome.total = order.size();
+  const std::optional<CodeBlock> block = extract_code_block(completion.text, options_.languages);
+  if (!block) {
+    outcome.value = 0.0f;
+    return outcome;
+  }
+  outcome.code_found = true;
+  const bool cpp = is_cpp(block->language) && compile_sandbox_ != nullptr;
+  std::string program = options_.prelude.empty() || cpp ? block->code : options_.prelude + "\n" + block->code;
+  if (cpp) {
+    // Compiled programs answer stdin/stdout tests only; compile errors and other test kinds fail every test.
+    if (tests->kind != TestKind::stdin_stdout) {
+      outcome.value = 0.0f;
+      return outcome;
+    }
+    sandbox::RunRequest compile;
+    compile.argv = {options_.python, "-I", "-B", "/box/compile.py", options_.cxx};
+    compile.argv.insert(compile.argv.end(), options_.cxx_flags.begin(), options_.cxx_flags.end());
+    compile.files = {{"/box/compile.py", kCompileHarness}, {"/box/main.cpp", block->code}};
+    outcome.compile = compile_sandbox_->run(compile);
+    if (!outcome.compile->success() || outcome.compile->stdout_text.empty()) {
+      outcome.value = context.expired() ? std::nullopt : std::optional<float>(0.0f);
+      return outcome;
+    }
+    program = std::move(outcome.compile->stdout_text);
+    outcome.compile->stdout_text.clear();
+  }
+
+  const auto started = Clock::now();
+  const auto total_deadline =
+      options_.total_time.count() > 0 ? started + options_.total_time : Clock::time_point::max();
+  for (std::size_t index : order) {
+    if (context.expired()) return outcome;  // no value: the scoring deadline passed mid-way
+    const auto now = Clock::now();
+    if (now >= total_deadline) break;  // tests not run count as failed
+    const auto until = std::min(total_deadline, context.deadline);
+    sandbox::SandboxLimits limits = options_.sandbox.limits;
+    if (until != Clock::time_point::max()) {
+      limits.wall_time = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(until - now),
+                                    std::chrono::milliseconds(1), options_.test_time);
+    }
+    const CodeTestCase& test = tests->cases[index];
+    sandbox::RunRequest request;
+    request.limits = limits;
+    if (!cpp) request.files = {{"/box/main.py", program}};
+    std::string token;
+    switch (tests->kind) {
+      case TestKind::stdin_stdout:
+        if (cpp) {
+          request.files = {{"/box/main", program, /*executable=*/true}};
+          request.argv = {"/box/main"};
+        } else {
+          request.argv = {options_.python, "-I", "-B", "/box/main.py"};
+        }
+        request.stdin_data = test.input;
+        break;
+      case TestKind::call:
+        request.argv = {options_.python, "-I", "-B", "/box/harness.py", "call", tests->function};
+        request.files.push_back({"/box/harness.py", kCallHarness});
+        request.stdin_data = test.input;
+        break;
+      case TestKind::assertion:
+        token = random_token();
+        request.argv = {options_.python, "-I", "-B", "/box/harness.py", "assert", tests->function, tests->entry_point};
+        request.files.push_back({"/box/harness.py", kAssertHarness});
+        request.files.push_back({"/box/test.py", test.input});
+        request.stdin_data = token + "\n";
+        break;
+    }
+    sandbox::RunResult run = sandbox_->run(request);
+    ++outcome.run;
+    bool passed = run.success();
+    if (passed) {
+      switch (tests->kind) {
+        case TestKind::stdin_stdout:
+          passed = outputs_match(run.stdout_text, test.expected_output, options_.comparison, options_.float_tolerance);
+          break;
+        case TestKind::call:
+          passed = json_values_match(run.stdout_text, test.expected_output, options_.float_tolerance) ||
+                   outputs_match(run.stdout_text, test.expected_output, options_.comparison, options_.float_tolerance);
+          break;
+        case TestKind::assertion: {
+          const std::string tail = "\n" + token + "\n";
+          passed = run.stdout_text.size() >= tail.size() &&
+                   run.stdout_text.compare(run.stdout_text.size() - tail.size(), tail.size(), tail) == 0;
+          break;
+        }
+      }
+    }
+    outcome.runs.push_back(std::move(run));
+    if (passed) {
+      ++outcome.passed;
+    } else if (options_.early_exit) {
+      break;
+    }
+  }
+  if (context.expired() && outcome.run < outcome.total && !options_.early_exit) return outcome;
+  outcome.value = code_score(outcome.passed, outcome.total, options_.scoring);
+  return outcome;
+}
+
+std::vector<std::optional<float>> CodeTestsReward::score(std::span<const Completion> batch,
+                                                         const ScoringContext& context) const {
+  std::vector<std::optional<float>> values;
+  values.reserve(batch.size());
+  for (const Completion& completion : batch) values.push_back(evaluate(completion, context).value);
+  return values;
+}
+
+}  // namespace grpo::rewards

@@ -9,8 +9,10 @@
 //
 // The tiny task asks "max d1 d2 d3 d4 d5 =" and wants "<think> </think> <answer> d </answer>" with d the largest
 // digit. Its starting policy is a Qwen2-shaped model built in code and warmed up to speak the format with a digit
-// copied from the prompt that is never the largest: it attends to its input (so GRPO does not collapse onto a
-// constant answer) but starts near 0% accuracy, and never sees a correct answer before GRPO.
+// copied from the prompt that is never the largest: it attends to its input but starts near 5% accuracy, and never
+// sees a correct answer before GRPO. Two choices keep GRPO from collapsing onto a constant answer (DESIGN.md §7):
+// the warm-up answers depend on the prompt, and the largest digit is uniform over 1–9, so no constant is right more
+// than 1 time in 9 (with uniform digits "9" is the maximum 41% of the time and the policy settles there).
 #include <grpo/grpo.hpp>
 
 #include <CLI/CLI.hpp>
@@ -18,8 +20,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <span>
 #include <thread>
 
@@ -39,7 +43,7 @@ struct Settings {
   std::string data_format = "detect", prompt_field, answer_field, on_bad_row = "stop";
   std::int64_t held_out = 256;  // problems kept out of training for evaluation
   // Rollouts.
-  std::int64_t steps = 150, prompts_per_step = 32, group_size = 8, max_new_tokens = 0;
+  std::int64_t steps = 200, prompts_per_step = 32, group_size = 8, max_new_tokens = 0;
   double temperature = 1.0, top_p = 1.0, min_p = 0.0;
   std::int64_t top_k = 0;
   // Objective.
@@ -88,7 +92,7 @@ void add_flags(CLI::App& app, Settings& s) {
   app.add_option("--top-k", s.top_k, "top-k sampling (0 = off)")->check(CLI::NonNegativeNumber);
   app.add_option("--min-p", s.min_p, "min-p sampling (0 = off)")->check(CLI::Range(0.0, 1.0));
   app.add_option("--loss", s.loss, "loss recipe: grpo, dr_grpo, dapo, gspo or cispo");
-  app.add_option("--advantage", s.advantage, "advantage estimator (grpo, dr_grpo, rloo, reinforce_plus_plus, ...)");
+  app.add_option("--advantage", s.advantage, "advantage estimator (grpo, dr_grpo, rloo, reinforce_pp_baseline, gpg, pass_at_k, opo, ...)");
   app.add_option("--beta", s.beta, "KL coefficient to the reference policy (0 = no reference)")->check(CLI::NonNegativeNumber);
   app.add_option("--kl-estimator", s.kl_estimator, "k1, k2, k3, low_var_kl, ...");
   app.add_option("--epsilon", s.epsilon, "clip range below (and above, without --epsilon-high)")->check(CLI::NonNegativeNumber);
@@ -168,8 +172,8 @@ std::shared_ptr<const Row> gold_row(std::string answer) {
   return std::make_shared<const Row>(Row{{"ground_truth", std::move(answer)}});
 }
 
-/// "max d1 d2 d3 d4 d5 =" → "<think> </think> <answer> d </answer> <eos>". Problems whose five digits, read as a
-/// number, are divisible by 8 form the held-out set and are never trained on.
+/// "max d1 d2 d3 d4 d5 =" → "<think> </think> <answer> d </answer> <eos>". One problem in eight (by a hash of its
+/// digits) is held out and never trained on.
 class TinyTask final : public Task {
  public:
   static constexpr std::int64_t kMax = 10, kEquals = 11, kThinkOpen = 12, kThinkClose = 13, kAnswerOpen = 14,
@@ -177,9 +181,10 @@ class TinyTask final : public Task {
 
   TinyTask(std::uint64_t seed, std::int64_t held_out) : seed_(seed) {
     std::mt19937_64 rng(seed ^ 0x5eedULL);
+    std::set<std::array<std::int64_t, kDigits>> seen;  // distinct problems
     while (static_cast<std::int64_t>(held_out_.size()) < held_out) {
       const auto digits = random_digits(rng);
-      if (is_held_out(digits)) held_out_.push_back(problem(digits));
+      if (is_held_out(digits) && seen.insert(digits).second) held_out_.push_back(problem(digits));
     }
   }
 
@@ -209,30 +214,38 @@ class TinyTask final : public Task {
   std::vector<std::int64_t> eos_token_ids() const override { return {kEos}; }
   std::int64_t pad_token_id() const override { return kPad; }
 
-  /// The format warm-up's target: the completion with a digit of the prompt that is not the largest (the largest
-  /// only when all five are equal, 1 in 10^4 problems; those are skipped).
-  static std::optional<std::vector<std::int64_t>> wrong_completion(const Problem& p, std::mt19937_64& rng) {
+  /// The format warm-up's target: the completion with a digit of the prompt that is not the largest.
+  static std::vector<std::int64_t> wrong_completion(const Problem& p, std::mt19937_64& rng) {
     const auto digits = std::span(p.prompt_ids).subspan(2, kDigits);
     const std::int64_t largest = *std::max_element(digits.begin(), digits.end());
     std::vector<std::int64_t> wrong;
     for (const std::int64_t d : digits) {
       if (d != largest) wrong.push_back(d);
     }
-    if (wrong.empty()) return std::nullopt;
     const std::int64_t pick = wrong[std::uniform_int_distribution<std::size_t>(0, wrong.size() - 1)(rng)];
     return std::vector<std::int64_t>{kThinkOpen, kThinkClose, kAnswerOpen, pick, kAnswerClose, kEos};
   }
 
  private:
+  // The largest digit m is uniform over 1–9 (so no constant answer is right more than 1/9 of the time), at a
+  // uniform position; the other four are uniform over 0..m, not all equal to m (there would be no wrong digit).
   static std::array<std::int64_t, kDigits> random_digits(std::mt19937_64& rng) {
+    const std::int64_t largest = std::uniform_int_distribution<std::int64_t>(1, 9)(rng);
+    const std::size_t at = std::uniform_int_distribution<std::size_t>(0, kDigits - 1)(rng);
     std::array<std::int64_t, kDigits> digits{};
-    for (auto& d : digits) d = std::uniform_int_distribution<std::int64_t>(0, 9)(rng);
+    do {
+      for (std::size_t i = 0; i < digits.size(); ++i)
+        digits[i] = i == at ? largest : std::uniform_int_distribution<std::int64_t>(0, largest)(rng);
+    } while (std::count(digits.begin(), digits.end(), largest) == kDigits);
     return digits;
   }
+  // One problem in eight, by a hash of its digits (splitmix64's finaliser), so the split does not follow the digits.
   static bool is_held_out(const std::array<std::int64_t, kDigits>& digits) {
-    std::int64_t number = 0;
-    for (const std::int64_t d : digits) number = 10 * number + d;
-    return number % 8 == 0;
+    std::uint64_t x = 0;
+    for (const std::int64_t d : digits) x = 10 * x + static_cast<std::uint64_t>(d);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return ((x ^ (x >> 31)) & 7) == 0;
   }
   Problem problem(const std::array<std::int64_t, kDigits>& digits) const {
     Problem p;
@@ -346,10 +359,9 @@ void warm_up(grpo::models::CausalLM& model, const TinyTask& task, std::uint64_t 
   for (std::int64_t step = 1; step <= steps; ++step) {
     std::vector<torch::Tensor> rows;
     for (const Problem& p : task.train_batch(-step, 64)) {  // negative steps: problems GRPO never samples
-      auto completion = TinyTask::wrong_completion(p, rng);
-      if (!completion) continue;
+      const auto completion = TinyTask::wrong_completion(p, rng);
       auto ids = p.prompt_ids;
-      ids.insert(ids.end(), completion->begin(), completion->end());
+      ids.insert(ids.end(), completion.begin(), completion.end());
       rows.push_back(torch::tensor(ids, torch::kInt64));
     }
     const auto ids = torch::stack(rows);
@@ -496,12 +508,16 @@ int main(int argc, char** argv) try {
   GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && !s.data_path.empty()), "--task data needs --model DIR and --data FILE");
   if (s.max_new_tokens == 0) s.max_new_tokens = tiny ? 8 : 512;
   if (tiny && s.held_out == 0) s.held_out = 256;
-  at::set_num_threads(s.threads > 0 ? s.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // One process, or one rank of scripts/launch.sh -n N (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): each rank
+  // samples its share of the P prompts; gradients and metrics are combined so a step equals one process's.
+  auto group = grpo::train::ProcessGroup::from_env();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(s.threads > 0 ? s.threads : std::max(1, cores / group.world_size()));
+  const bool main_rank = group.is_main();
 
   // The policy and the task.
   std::unique_ptr<Task> task;
   grpo::models::CausalLM model{nullptr};
-  fs::path initial_model_dir = s.model_dir;  // what the reference policy is a copy of
   if (tiny) {
     auto tiny_task = std::make_unique<TinyTask>(s.seed, s.held_out);
     model = tiny_model(s.seed);
@@ -512,6 +528,7 @@ int main(int argc, char** argv) try {
     auto tokenizer = grpo::text::Tokenizer::from_pretrained(s.model_dir);
     task = std::make_unique<DatasetTask>(s, std::move(tokenizer), model->config().eos_token_ids);
   }
+  grpo::train::broadcast_parameters(group, *model);  // every rank starts from rank 0's weights
   grpo::Policy policy(model, {.temperature = s.temperature});
   std::optional<grpo::Policy<grpo::models::CausalLM>> reference;
   if (s.beta > 0.0) reference = policy.frozen_copy();
@@ -530,22 +547,26 @@ int main(int argc, char** argv) try {
   std::int64_t first_step = 1;
   if (s.resume) {
     if (const auto latest = checkpoints.latest()) {
-      const auto state = grpo::train::CheckpointManager::load(latest->path, model, optimizer);
+      const auto state = grpo::train::load_checkpoint(group, latest->path, model, optimizer);
       first_step = state.step + 1;
       // A periodically synced reference is not in the checkpoint: it restarts as a copy of the resumed policy.
       if (reference && s.ref_sync_every > 0) reference->sync_from(policy);
-      fmt::print("resumed from {} (step {})\n", latest->path.string(), state.step);
+      if (main_rank) fmt::print("resumed from {} (step {})\n", latest->path.string(), state.step);
     }
   }
-  if (tiny && first_step == 1) fmt::print("tiny task: starting policy warmed up on wrong answers\n");
-  grpo::train::MetricsWriter metrics_file(s.output_dir / "metrics.jsonl",
-                                          s.resume ? grpo::train::OpenMode::append : grpo::train::OpenMode::truncate);
-  grpo::train::CompletionTableWriter completion_table(
-      s.output_dir / "completions.jsonl", s.resume ? grpo::train::OpenMode::append : grpo::train::OpenMode::truncate);
+  // Rank 0 logs, evaluates and writes; the other ranks only train.
+  std::optional<grpo::train::MetricsWriter> metrics_file;
+  std::optional<grpo::train::CompletionTableWriter> completion_table;
   std::optional<grpo::train::TensorBoardWriter> tensorboard;
-  if (s.tensorboard) tensorboard.emplace(s.output_dir / "tensorboard");
+  if (main_rank) {
+    if (tiny && first_step == 1) fmt::print("tiny task: starting policy warmed up on wrong answers\n");
+    const auto mode = s.resume ? grpo::train::OpenMode::append : grpo::train::OpenMode::truncate;
+    metrics_file.emplace(s.output_dir / "metrics.jsonl", mode);
+    completion_table.emplace(s.output_dir / "completions.jsonl", mode);
+    if (s.tensorboard) tensorboard.emplace(s.output_dir / "tensorboard");
+  }
   auto log_scalars = [&](std::int64_t step, const grpo::train::Scalars& scalars) {
-    metrics_file.write(step, scalars);
+    metrics_file->write(step, scalars);
     if (tensorboard) tensorboard->write(step, scalars);
   };
   auto run_eval = [&](std::int64_t step) {
@@ -559,7 +580,7 @@ int main(int argc, char** argv) try {
     return e.mean_accuracy;
   };
   std::vector<std::pair<std::int64_t, double>> curve;
-  if (first_step == 1) curve.emplace_back(0, run_eval(0));
+  if (first_step == 1 && main_rank) curve.emplace_back(0, run_eval(0));
 
   const auto start = std::chrono::steady_clock::now();
   for (std::int64_t step = first_step; step <= s.steps; ++step) {
@@ -567,11 +588,14 @@ int main(int argc, char** argv) try {
     const double lr = grpo::train::learning_rate_at(step, schedule);
     grpo::train::set_learning_rate(optimizer, lr);
 
-    // 1. Sample G completions per prompt and score them.
-    const auto problems = task->train_batch(step, s.prompts_per_step);
+    // 1. Sample G completions per prompt (this rank's share of the P prompts) and score them.
+    const auto all_problems = task->train_batch(step, s.prompts_per_step);
+    const auto shard = grpo::train::shard_range(s.prompts_per_step, group.rank(), group.world_size());
+    const std::vector<Problem> problems(all_problems.begin() + shard.begin, all_problems.begin() + shard.end);
+    const std::uint64_t sample_seed = (s.seed * 1000003 + static_cast<std::uint64_t>(step)) * 131 + group.rank();
     grpo::Sampler sampler({.temperature = s.temperature, .max_new_tokens = s.max_new_tokens, .top_k = s.top_k,
                            .top_p = s.top_p, .min_p = s.min_p, .eos_token_ids = task->eos_token_ids(),
-                           .pad_token_id = task->pad_token_id(), .seed = s.seed * 1000003 + static_cast<std::uint64_t>(step)});
+                           .pad_token_id = task->pad_token_id(), .seed = sample_seed});
     grpo::Rollout rollout;
     {
       torch::NoGradGuard no_grad;
@@ -581,7 +605,7 @@ int main(int argc, char** argv) try {
     const auto scores = rewards.score(batch);
 
     // 2. Group-relative advantages.
-    const auto totals = torch::tensor(grpo::rewards::with_nan(scores.total)).view({s.prompts_per_step, s.group_size});
+    const auto totals = torch::tensor(grpo::rewards::with_nan(scores.total)).view({shard.size(), s.group_size});
     const auto adv = advantage(totals);
 
     // 3. Old and reference log-probs (no grad), when μ > 1 and β > 0 need them.
@@ -592,9 +616,10 @@ int main(int argc, char** argv) try {
       if (reference) ref_log_probs = reference->token_log_probs(rollout).log_probs;
     }
 
-    // 4. μ passes; each accumulates the micro-batches' gradients with the whole batch's normaliser.
-    const auto normaliser = grpo::local_normaliser(loss.options().loss_type, rollout.completion_mask,
-                                                   {.max_completion_length = s.max_new_tokens});
+    // 4. μ passes; each accumulates the micro-batches' gradients with the whole (all ranks') batch's normaliser.
+    const auto normaliser = grpo::train::global_normaliser(
+        group, loss.options().loss_type,
+        grpo::local_normaliser(loss.options().loss_type, rollout.completion_mask, {.max_completion_length = s.max_new_tokens}));
     const std::int64_t rows = rollout.batch_size();
     const std::int64_t micro = (rows + s.micro_batches - 1) / s.micro_batches;
     grpo::LossMetrics loss_metrics;
@@ -616,6 +641,7 @@ int main(int argc, char** argv) try {
         out.loss.backward();
         accumulate(loss_metrics, out.metrics);
       }
+      grpo::train::all_reduce_gradients(group, model->parameters());  // summed: each rank's loss has the global normaliser
       grad_norm = s.max_grad_norm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), s.max_grad_norm)
                                        : torch::nn::utils::clip_grad_norm_(model->parameters(), 1e30);
       optimizer.step();
@@ -626,19 +652,24 @@ int main(int argc, char** argv) try {
     const double step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     const auto lengths = rollout.completion_lengths().to(torch::kFloat64);
     const double tokens = lengths.sum().item<double>();
-    grpo::train::Scalars scalars;
-    grpo::train::append_scalars(scalars, scores.metrics());
-    scalars.emplace_back("frac_reward_zero_std", adv.frac_reward_zero_std);
-    grpo::train::append_scalars(scalars, loss_metrics.items());
-    scalars.insert(scalars.end(), {{"completions/mean_length", lengths.mean().item<double>()},
-                                   {"completions/min_length", lengths.min().item<double>()},
-                                   {"completions/max_length", lengths.max().item<double>()},
-                                   {"completions/clipped_ratio", rollout.truncated.to(torch::kFloat64).mean().item<double>()},
-                                   {"grad_norm", grad_norm},
-                                   {"learning_rate", lr},
-                                   {"tokens_per_second", tokens / step_seconds},
-                                   {"step_time", step_seconds}});
-    log_scalars(step, scalars);
+    using grpo::train::MetricReduction;
+    const double completions = static_cast<double>(batch.size());
+    std::vector<grpo::train::MetricValue> values;  // how each combines over ranks
+    for (const auto& [name, value] : scores.metrics()) values.push_back({name, value, MetricReduction::weighted_mean, completions});
+    values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean, double(shard.size())});
+    for (auto& value : grpo::train::loss_metric_values(loss_metrics)) values.push_back(std::move(value));
+    values.insert(values.end(),
+                  {{"completions/mean_length", lengths.mean().item<double>(), MetricReduction::weighted_mean, completions},
+                   {"completions/min_length", lengths.min().item<double>(), MetricReduction::min, completions},
+                   {"completions/max_length", lengths.max().item<double>(), MetricReduction::max, completions},
+                   {"completions/clipped_ratio", rollout.truncated.to(torch::kFloat64).mean().item<double>(),
+                    MetricReduction::weighted_mean, completions},
+                   {"grad_norm", grad_norm, MetricReduction::max, 1.0},
+                   {"learning_rate", lr, MetricReduction::max, 1.0},
+                   {"tokens_per_second", tokens / step_seconds, MetricReduction::sum, 1.0},
+                   {"step_time", step_seconds, MetricReduction::max, 1.0}});
+    const grpo::train::Scalars scalars = grpo::train::reduce_metrics(group, values);
+    if (main_rank) log_scalars(step, scalars);
     std::vector<grpo::train::CompletionRecord> records;
     for (std::size_t b = 0; b < batch.size() && static_cast<std::int64_t>(b) < s.log_completions; ++b) {
       grpo::train::CompletionRecord record{batch[b].prompt, batch[b].text, {}, adv.advantages[static_cast<int64_t>(b)].item<double>()};
@@ -648,29 +679,34 @@ int main(int argc, char** argv) try {
       }
       records.push_back(std::move(record));
     }
-    completion_table.write(step, records);
-    if (step % s.log_every == 0 || step == first_step || step == s.steps) {
+    if (main_rank) completion_table->write(step, records);
+    if (main_rank && (step % s.log_every == 0 || step == first_step || step == s.steps)) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::map<std::string, double> logged(scalars.begin(), scalars.end());
+      const std::string first_reward = "rewards/" + scores.names.front() + "/mean";
       fmt::print("{}\n", grpo::train::format_progress_line(
                              step - first_step + 1, s.steps - first_step + 1, elapsed,
-                             {{"reward", scores.total_metrics.mean},
-                              {"accuracy", scores.reward_metrics[0].mean},
-                              {"zero_std", adv.frac_reward_zero_std},
-                              {"entropy", loss_metrics.entropy_mean.value_or(0.0)},
-                              {"len", lengths.mean().item<double>()}}));
+                             {{"reward", logged.at("reward")},
+                              {scores.names.front(), logged.at(first_reward)},
+                              {"zero_std", logged.at("frac_reward_zero_std")},
+                              {"entropy", logged.count("entropy") ? logged.at("entropy") : 0.0},
+                              {"len", logged.at("completions/mean_length")}}));
       std::fflush(stdout);
     }
 
-    // 6. Evaluate and checkpoint.
-    if ((s.eval_every > 0 && step % s.eval_every == 0) || step == s.steps) curve.emplace_back(step, run_eval(step));
-    if ((s.save_every > 0 && step % s.save_every == 0) || step == s.steps) {
-      checkpoints.save(model, optimizer, {.step = step, .seed = s.seed});
+    // 6. Evaluate (rank 0; the others wait at the next collective) and checkpoint (rank 0 writes).
+    const bool last = step == s.steps;
+    if (main_rank && ((s.eval_every > 0 && step % s.eval_every == 0) || last)) curve.emplace_back(step, run_eval(step));
+    if ((s.save_every > 0 && step % s.save_every == 0) || last) {
+      grpo::train::save_checkpoint(group, checkpoints, model, optimizer, {.step = step, .seed = s.seed});
     }
   }
 
-  fmt::print("held-out accuracy by step:");
-  for (const auto& [step, accuracy] : curve) fmt::print("  {}: {:.3f}", step, accuracy);
-  fmt::print("\n");
+  if (main_rank) {
+    fmt::print("held-out accuracy by step:");
+    for (const auto& [step, accuracy] : curve) fmt::print("  {}: {:.3f}", step, accuracy);
+    fmt::print("\n");
+  }
   return 0;
 } catch (const grpo::Error& e) {
   fmt::print(stderr, "r1_zero: {}\n", e.what());

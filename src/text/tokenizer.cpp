@@ -35,6 +35,22 @@ constexpr std::string_view kGpt2Pattern =
 constexpr std::string_view kWhiteSpaceClass = R"(\t\n\x0B\f\r\x20\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028})"
                                               R"(\x{2029}\x{202F}\x{205F}\x{3000})";
 
+/// Letters (\p{L}) and numbers (\p{N}) assigned in Unicode 15.0 to 16.0, as PCRE2 class bodies. Hugging Face's
+/// Oniguruma has Unicode 16 tables, PCRE2 10.42 (Debian 12) Unicode 14: to it these are unassigned, so text
+/// around them split differently (tests/text/data/corpus.jsonl, category unicode_new). Found by running
+/// Qwen3's pre-tokenizer under Hugging Face on every code point ("a" + c one piece: letter; c + c two pieces:
+/// number) against PCRE2's \p{L} and \p{N}: these are all the differences, and every one is a class PCRE2 lacks.
+/// Adding them to the patterns' classes is harmless with a newer PCRE2 that already has them.
+constexpr std::string_view kUnicode16Letters =
+    R"(\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3}\x{10D4A}-\x{10D65}\x{10D6F}-\x{10D85})"
+    R"(\x{10EC2}-\x{10EC4}\x{1123F}-\x{11240}\x{11380}-\x{11389}\x{1138B}\x{1138E}\x{11390}-\x{113B5}\x{113B7}\x{113D1})"
+    R"(\x{113D3}\x{11BC0}-\x{11BE0}\x{11F02}\x{11F04}-\x{11F10}\x{11F12}-\x{11F33}\x{1342F}\x{13441}-\x{13446})"
+    R"(\x{13460}-\x{143FA}\x{16100}-\x{1611D}\x{16D40}-\x{16D6C}\x{18CFF}\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A})"
+    R"(\x{1E030}-\x{1E06D}\x{1E4D0}-\x{1E4EB}\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2B739}\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})";
+constexpr std::string_view kUnicode16Numbers =
+    R"(\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59}\x{16130}-\x{16139})"
+    R"(\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9}\x{1E5F1}-\x{1E5FA})";
+
 /// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 bytes are shifted to
 /// U+0100.. in byte order, so every byte has a visible, non-space character in the vocabulary files.
 std::array<char32_t, 256> byte_to_char_table() {
@@ -78,7 +94,9 @@ struct StringHash {
 };
 using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
-/// Rewrites \s and \S outside character classes and \s inside them to Unicode White_Space (see kWhiteSpaceClass).
+/// Rewrites \s and \S outside character classes and \s inside them to Unicode White_Space (see kWhiteSpaceClass),
+/// and \p{L} / \p{N} (\P{L} / \P{N} outside classes) to include the Unicode 15-16 letters and numbers (see
+/// kUnicode16Letters), so that the classes are Oniguruma's.
 std::string oniguruma_to_pcre2(std::string_view pattern) {
   std::string out;
   bool in_class = false;
@@ -86,6 +104,18 @@ std::string oniguruma_to_pcre2(std::string_view pattern) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
       const char escaped = pattern[i + 1];
+      const std::string_view property = pattern.substr(i + 2, 3);
+      if ((escaped == 'p' || (escaped == 'P' && !in_class)) && (property == "{L}" || property == "{N}")) {
+        const std::string_view extra = property == "{L}" ? kUnicode16Letters : kUnicode16Numbers;
+        const std::string_view base = pattern.substr(i, 5);  // as written, e.g. \p{L}
+        i += 4;
+        if (in_class) {
+          out.append(base).append(extra);
+        } else {
+          out.append(escaped == 'P' ? "[^\\p" : "[\\p").append(property).append(extra).append("]");
+        }
+        continue;
+      }
       ++i;
       if (escaped == 's') {
         if (in_class) {

@@ -246,6 +246,23 @@ TEST_CASE("tiny tokenizer: encode_batch equals encode", "[text][tokenizer]") {
   CHECK_THROWS_AS(tok.encode_batch(texts, strict, 2), grpo::Error);
 }
 
+TEST_CASE("tiny tokenizer: the per-thread piece cache belongs to one tokenizer", "[text][tokenizer]") {
+  // encode keeps BPE results per thread across calls; a second tokenizer with other merges must not see them.
+  const auto with_hello = Tokenizer::from_json(tiny_tokenizer_json());
+  std::string json = tiny_tokenizer_json();
+  const std::string merge = R"(, ["hell", "o"])";
+  json.erase(json.find(merge), merge.size());
+  const auto without_hello = Tokenizer::from_json(json);
+  for (int round = 0; round < 2; ++round) {
+    CHECK(with_hello.encode("hello") == Ids{260});
+    // Without merge 4 (hell o) "hello" stops at [hell, o] = [258, 111].
+    CHECK(without_hello.encode("hello") == Ids{258, 'o'});
+    const std::vector<std::string> texts(5, "hello");
+    CHECK(without_hello.encode_batch(texts, {}, 2) == std::vector<Ids>(5, Ids{258, 'o'}));
+    CHECK(with_hello.encode_batch(texts, {}, 2) == std::vector<Ids>(5, Ids{260}));
+  }
+}
+
 TEST_CASE("from_pretrained: special token ids and chat template from tokenizer_config.json", "[text][tokenizer]") {
   const auto dir = std::filesystem::temp_directory_path() / "grpo_tokenizer_test_pretrained";
   std::filesystem::create_directories(dir);

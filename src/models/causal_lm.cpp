@@ -165,7 +165,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   // upcasts the softmax too).
   const auto score_dtype = at::promote_types(x.scalar_type(), torch::kFloat32);
   auto grouped_q = q.reshape({batch, kv_heads, groups * time, head_dim}).to(score_dtype);
-  auto scores = torch::matmul(grouped_q, key.to(score_dtype).transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim));
+  auto scores =
+      torch::matmul(grouped_q, key.to(score_dtype).transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim));
   scores = scores.view({batch, kv_heads, groups, time, total}) + mask.to(score_dtype).unsqueeze(2);
   auto probs = torch::softmax(scores, -1).to(x.scalar_type()).view({batch, kv_heads, groups * time, total});
   auto out = torch::matmul(probs, value).view({batch, heads, time, head_dim});

@@ -224,15 +224,15 @@ TEST_CASE("KV cache without gradients: buffers grow in place, copies stay indepe
     GRPO_REQUIRE_CLOSE(fork_logits, other_full.narrow(1, 8, 4), 1e-10, 1e-10);
 
     // One row (the matrix-vector path of every projection and lm_head) against the full forward of that row.
+    const auto row = ids.narrow(0, 0, 1);
     grpo::models::KvCache single;
     std::vector<torch::Tensor> row_steps;
     for (int64_t t = 0; t < 5; ++t) {
-      row_steps.push_back(model->forward_step(ids.narrow(0, 0, 1).narrow(1, t, 1), torch::ones({1, t + 1}, torch::kInt64),
-                                              single));
+      row_steps.push_back(model->forward_step(row.narrow(1, t, 1), torch::ones({1, t + 1}, torch::kInt64), single));
     }
-    GRPO_REQUIRE_CLOSE(torch::cat(row_steps, 1), model->forward(ids.narrow(0, 0, 1).narrow(1, 0, 5)), 1e-10, 1e-10);
-    GRPO_REQUIRE_CLOSE(model->forward(ids.narrow(0, 0, 1).narrow(1, 0, 5)),
-                       reference_logits(model, ids.narrow(0, 0, 1).narrow(1, 0, 5), torch::ones({1, 5}, torch::kInt64)),
+    const auto row_full = model->forward(row.narrow(1, 0, 5));
+    GRPO_REQUIRE_CLOSE(torch::cat(row_steps, 1), row_full, 1e-10, 1e-10);
+    GRPO_REQUIRE_CLOSE(row_full, reference_logits(model, row.narrow(1, 0, 5), torch::ones({1, 5}, torch::kInt64)),
                        1e-9, 1e-9);
   }
 }

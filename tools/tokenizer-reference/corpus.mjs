@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Writes the tokenizer parity corpus (tests/text/data/corpus.jsonl): about 2,500 varied texts, one JSON object
-// per line, {"category": ..., "source": ..., "text": ...}. Usage:
+// Writes the tokenizer parity corpus (tests/text/data/corpus.jsonl): 3,348 varied texts in 48 categories, one JSON
+// object per line, {"category": ..., "source": ..., "text": ...}. Usage:
 //   node corpus.mjs [shared dir] > ../../tests/text/data/corpus.jsonl
 // Real text is drawn from files found on a Debian machine (licence texts, package copyright files and READMEs,
 // man pages, C / C++ headers, Python, Perl, JavaScript, Go, CMake and shell sources, JSON files, and the

@@ -2,6 +2,8 @@
 // Decoding speed of the reference model at Qwen2.5-0.5B's shape (random weights, fp32) with the KV cache, batch 1
 // and 16, beside the memory-bandwidth bound: every decode step reads all weights once, so
 // tokens/s ≤ batch · bandwidth / weight bytes, with the bandwidth measured in the same run (a sum over 1 GiB).
+//   decode/B        Sampler::generate of 16 tokens after a 32-token prompt, prefill and sampling included
+//   decode_steps/B  the 16 single-token forward_step calls alone (prompt prefilled untimed)
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/policy/sampler.hpp>
 
@@ -65,8 +67,34 @@ void decode(benchmark::State& state) {
   state.counters["bandwidth_GB/s"] = measured_bandwidth() / 1e9;
 }
 
+/// Steady-state decoding alone: the 32-token prompt is prefilled untimed, then 16 single-token forward_step calls
+/// (no sampling) are timed. This is the figure the bandwidth bound is about: `decode` above includes the prefill,
+/// whose 32·B tokens (and their lm_head rows: 0.5 GFLOP per token) make batch 16 compute-bound.
+void decode_steps(benchmark::State& state) {
+  const int64_t batch = state.range(0), prompt = 32, new_tokens = 16;
+  auto& m = model();
+  torch::NoGradGuard no_grad;
+  const auto ids = torch::full({batch, prompt + new_tokens}, 9707, torch::kInt64);
+  const auto mask = torch::ones({batch, prompt + new_tokens}, torch::kInt64);
+  for (auto _ : state) {
+    state.PauseTiming();
+    grpo::models::KvCache cache;
+    m->forward_step(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), cache);
+    state.ResumeTiming();
+    for (int64_t t = prompt; t < prompt + new_tokens; ++t) {
+      auto logits = m->forward_step(ids.narrow(1, t, 1), mask.narrow(1, 0, t + 1), cache);
+      benchmark::DoNotOptimize(logits.data_ptr());
+    }
+  }
+  const double tokens = static_cast<double>(batch * new_tokens);
+  state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bound_tokens/s"] = static_cast<double>(batch) * measured_bandwidth() / weight_bytes();
+  state.counters["bandwidth_GB/s"] = measured_bandwidth() / 1e9;
+}
+
 }  // namespace
 
 BENCHMARK(decode)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(decode_steps)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
 int main(int argc, char** argv) { return grpo::bench::run_benchmarks(argc, argv); }

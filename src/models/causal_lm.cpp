@@ -39,6 +39,71 @@ torch::Tensor inverse_frequencies(const ModelConfig& c) {
   return inv;
 }
 
+/// x W^T (+ b) over the last dimension: x [..., in], weight [out, in], bias [out] or undefined → [..., out].
+/// A single row (decoding one sequence) goes through addmv / mv and more rows through mm with the bias added after:
+/// with LibTorch 1.13 on OpenBLAS, sgemm packs the whole weight matrix on every call, which at one row costs about
+/// 3× a matrix-vector product (2.2× for lm_head), and addmm's broadcast bias (an OpenMP copy just before
+/// OpenBLAS's own threads start) made a 16-row product up to 3× slower on 2 cores. Same values up to the order of
+/// the sums.
+torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {}) {
+  const int64_t in = weight.size(1);
+  const int64_t rows = in == 0 ? 0 : x.numel() / in;
+  auto sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  if (rows == 1) {
+    const auto v = x.reshape({in});
+    return (bias.defined() ? torch::addmv(bias, weight, v) : torch::mv(weight, v)).view(sizes);
+  }
+  auto y = torch::mm(x.reshape({rows, in}), weight.t());
+  if (bias.defined()) y = y + bias;
+  return y.view(sizes);
+}
+
+torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return project(x, layer->weight, layer->bias);
+}
+
+/// Whether `t` is the only handle on its data: no other handle, and no other tensor sharing its storage except
+/// the base it is a view of (a view keeps its base alive, gradient mode or not).
+bool held_only_here(const torch::Tensor& t) {
+  if (t.use_count() != 1) return false;
+  const auto storage_refs = t.unsafeGetTensorImpl()->storage().use_count();  // Tensor::storage() would add one
+  if (!t.is_view()) return storage_refs == 1;
+  const at::TensorBase& base = t._base();
+  return base.use_count() == 1 && storage_refs == 2;
+}
+
+/// Appends `fresh` [B, H, T, D] after the S positions of `cached` and makes `cached` the view of the first S + T
+/// positions. `cached` is a view of the first positions of a buffer with room for more (or undefined): the buffer
+/// grows by doubling, so a decoding step writes its keys in place at amortised O(1) instead of cat's O(S) copy of
+/// the whole cache. The buffer is written in place only when the cache holds the one reference to it (copies of a
+/// KvCache never see each other's appends) and no gradient is being recorded (a later in-place write would
+/// invalidate the tensors saved for backward); otherwise it is reallocated.
+void append_to_cache(torch::Tensor& cached, const torch::Tensor& fresh) {
+  if (!cached.defined()) {
+    cached = fresh;
+    return;
+  }
+  const int64_t batch = cached.size(0), heads = cached.size(1), length = cached.size(2), dim = cached.size(3);
+  const int64_t needed = length + fresh.size(2);
+  const bool exclusive = held_only_here(cached) &&
+                         !(torch::GradMode::is_enabled() && (cached.requires_grad() || fresh.requires_grad()));
+  const bool buffer_layout = cached.storage_offset() == 0 && cached.stride(3) == 1 && cached.stride(2) == dim &&
+                             dim > 0 && cached.stride(1) % dim == 0 && cached.stride(0) == heads * cached.stride(1);
+  const int64_t capacity = buffer_layout ? cached.stride(1) / dim : length;
+  const bool fits = static_cast<int64_t>(cached.storage().nbytes()) >=
+                    batch * heads * capacity * dim * static_cast<int64_t>(cached.element_size());
+  torch::Tensor buffer;
+  if (exclusive && buffer_layout && fits && needed <= capacity) {
+    buffer = cached.as_strided({batch, heads, capacity, dim}, cached.strides());
+  } else {
+    buffer = torch::empty({batch, heads, std::max<int64_t>(needed, 2 * length), dim}, cached.options());
+    buffer.narrow(2, 0, length).copy_(cached);
+  }
+  buffer.narrow(2, length, fresh.size(2)).copy_(fresh);
+  cached = buffer.narrow(2, 0, needed);
+}
+
 /// Positions of the last T columns of a [B, S] mask: cumsum(mask) − 1, clamped at 0 for padding.
 torch::Tensor positions_from_mask(const torch::Tensor& mask, int64_t new_tokens) {
   auto pos = (mask.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
@@ -77,13 +142,11 @@ AttentionImpl::AttentionImpl(const ModelConfig& c)
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                                     const torch::Tensor& mask, const torch::Tensor& past_key,
-                                     const torch::Tensor& past_value, torch::Tensor& new_key,
-                                     torch::Tensor& new_value) {
-  const int64_t batch = x.size(0), time = x.size(1);
-  auto q = q_proj(x).view({batch, time, heads, head_dim});
-  auto k = k_proj(x).view({batch, time, kv_heads, head_dim});
-  auto v = v_proj(x).view({batch, time, kv_heads, head_dim}).transpose(1, 2);
+                                     const torch::Tensor& mask, torch::Tensor& key, torch::Tensor& value) {
+  const int64_t batch = x.size(0), time = x.size(1), groups = heads / kv_heads;
+  auto q = project(q_proj, x).view({batch, time, heads, head_dim});
+  auto k = project(k_proj, x).view({batch, time, kv_heads, head_dim});
+  auto v = project(v_proj, x).view({batch, time, kv_heads, head_dim}).transpose(1, 2);
   if (q_norm) {
     q = q_norm(q);
     k = k_norm(k);
@@ -93,20 +156,21 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   auto c = cos.unsqueeze(1), s = sin.unsqueeze(1);
   q = q * c + rotate_half(q) * s;
   k = k * c + rotate_half(k) * s;
-  new_key = past_key.defined() ? torch::cat({past_key, k}, 2) : k;
-  new_value = past_value.defined() ? torch::cat({past_value, v}, 2) : v;
-  auto keys = new_key, values = new_value;
-  if (kv_heads != heads) {
-    keys = keys.repeat_interleave(heads / kv_heads, 1);
-    values = values.repeat_interleave(heads / kv_heads, 1);
-  }
-  // Scores and softmax in at least fp32 (transformers' eager attention upcasts the softmax too).
+  append_to_cache(key, k);
+  append_to_cache(value, v);
+  const int64_t total = key.size(2);
+  // Grouped-query attention without repeating keys and values: query head h reads key/value head h / G (the
+  // order of transformers' repeat_kv), so the G query heads of a group are stacked along time and share one
+  // matmul against their key/value head. Scores and softmax in at least fp32 (transformers' eager attention
+  // upcasts the softmax too).
   const auto score_dtype = at::promote_types(x.scalar_type(), torch::kFloat32);
-  auto scores = torch::matmul(q.to(score_dtype), keys.to(score_dtype).transpose(2, 3)) /
-                std::sqrt(static_cast<double>(head_dim));
-  auto probs = torch::softmax(scores + mask.to(score_dtype), -1).to(x.scalar_type());
-  auto out = torch::matmul(probs, values).transpose(1, 2).reshape({batch, time, heads * head_dim});
-  return o_proj(out);
+  auto grouped_q = q.reshape({batch, kv_heads, groups * time, head_dim}).to(score_dtype);
+  auto scores =
+      torch::matmul(grouped_q, key.to(score_dtype).transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim));
+  scores = scores.view({batch, kv_heads, groups, time, total}) + mask.to(score_dtype).unsqueeze(2);
+  auto probs = torch::softmax(scores, -1).to(x.scalar_type()).view({batch, kv_heads, groups * time, total});
+  auto out = torch::matmul(probs, value).view({batch, heads, time, head_dim});
+  return project(o_proj, out.transpose(1, 2).reshape({batch, time, heads * head_dim}));
 }
 
 MlpImpl::MlpImpl(const ModelConfig& c) {
@@ -116,7 +180,7 @@ MlpImpl::MlpImpl(const ModelConfig& c) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  return project(down_proj, torch::silu(project(gate_proj, x)) * project(up_proj, x));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
@@ -199,16 +263,11 @@ torch::Tensor CausalLMImpl::run(const torch::Tensor& input_ids, const torch::Ten
   }
   for (size_t i = 0; i < model_->layers->size(); ++i) {
     auto layer = model_->layers[i]->as<DecoderLayerImpl>();
-    torch::Tensor new_key, new_value;
-    torch::Tensor past_key = cache ? cache->keys[i] : torch::Tensor();
-    torch::Tensor past_value = cache ? cache->values[i] : torch::Tensor();
-    h = h + layer->self_attn->forward(layer->input_layernorm(h), cos, sin, additive, past_key, past_value, new_key,
-                                      new_value);
+    // Without a cache the layer's keys and values start empty and are dropped after it.
+    torch::Tensor key, value;
+    h = h + layer->self_attn->forward(layer->input_layernorm(h), cos, sin, additive, cache ? cache->keys[i] : key,
+                                      cache ? cache->values[i] : value);
     h = h + layer->mlp(layer->post_attention_layernorm(h));
-    if (cache) {
-      cache->keys[i] = new_key;
-      cache->values[i] = new_value;
-    }
   }
   return model_->norm(h);
 }
@@ -218,12 +277,12 @@ torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids, const 
 }
 
 torch::Tensor CausalLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-  return torch::nn::functional::linear(run(input_ids, attention_mask, nullptr), lm_head_weight());
+  return project(run(input_ids, attention_mask, nullptr), lm_head_weight());
 }
 
 torch::Tensor CausalLMImpl::forward_step(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                          KvCache& cache) {
-  return torch::nn::functional::linear(run(input_ids, attention_mask, &cache), lm_head_weight());
+  return project(run(input_ids, attention_mask, &cache), lm_head_weight());
 }
 
 void CausalLMImpl::load_hf_state(const std::map<std::string, torch::Tensor>& tensors, bool strict) {

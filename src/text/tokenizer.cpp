@@ -35,6 +35,23 @@ constexpr std::string_view kGpt2Pattern =
 constexpr std::string_view kWhiteSpaceClass = R"(\t\n\x0B\f\r\x20\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028})"
                                               R"(\x{2029}\x{202F}\x{205F}\x{3000})";
 
+/// Letters (\p{L}) and numbers (\p{N}) assigned in Unicode 15.0 to 16.0, as PCRE2 class bodies. Hugging Face's
+/// Oniguruma has Unicode 16 tables, PCRE2 10.42 (Debian 12) Unicode 14: to it these are unassigned, so text
+/// around them split differently (tests/text/data/corpus.jsonl, category unicode_new). Found by running
+/// Qwen3's pre-tokenizer under Hugging Face on every code point ("a" + c one piece: letter; c + c two pieces:
+/// number) against PCRE2's \p{L} and \p{N}: these are all the differences, and every one is a class PCRE2 lacks.
+/// Adding them to the patterns' classes is harmless with a newer PCRE2 that already has them.
+constexpr std::string_view kUnicode16Letters =
+    R"(\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3}\x{10D4A}-\x{10D65})"
+    R"(\x{10D6F}-\x{10D85}\x{10EC2}-\x{10EC4}\x{1123F}-\x{11240}\x{11380}-\x{11389}\x{1138B}\x{1138E})"
+    R"(\x{11390}-\x{113B5}\x{113B7}\x{113D1}\x{113D3}\x{11BC0}-\x{11BE0}\x{11F02}\x{11F04}-\x{11F10})"
+    R"(\x{11F12}-\x{11F33}\x{1342F}\x{13441}-\x{13446}\x{13460}-\x{143FA}\x{16100}-\x{1611D})"
+    R"(\x{16D40}-\x{16D6C}\x{18CFF}\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A}\x{1E030}-\x{1E06D})"
+    R"(\x{1E4D0}-\x{1E4EB}\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2B739}\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})";
+constexpr std::string_view kUnicode16Numbers =
+    R"(\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59}\x{16130}-\x{16139})"
+    R"(\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9}\x{1E5F1}-\x{1E5FA})";
+
 /// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 bytes are shifted to
 /// U+0100.. in byte order, so every byte has a visible, non-space character in the vocabulary files.
 std::array<char32_t, 256> byte_to_char_table() {
@@ -78,7 +95,9 @@ struct StringHash {
 };
 using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
-/// Rewrites \s and \S outside character classes and \s inside them to Unicode White_Space (see kWhiteSpaceClass).
+/// Rewrites \s and \S outside character classes and \s inside them to Unicode White_Space (see kWhiteSpaceClass),
+/// and \p{L} / \p{N} (\P{L} / \P{N} outside classes) to include the Unicode 15-16 letters and numbers (see
+/// kUnicode16Letters), so that the classes are Oniguruma's.
 std::string oniguruma_to_pcre2(std::string_view pattern) {
   std::string out;
   bool in_class = false;
@@ -86,6 +105,18 @@ std::string oniguruma_to_pcre2(std::string_view pattern) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
       const char escaped = pattern[i + 1];
+      const std::string_view property = pattern.substr(i + 2, 3);
+      if ((escaped == 'p' || (escaped == 'P' && !in_class)) && (property == "{L}" || property == "{N}")) {
+        const std::string_view extra = property == "{L}" ? kUnicode16Letters : kUnicode16Numbers;
+        const std::string_view base = pattern.substr(i, 5);  // as written, e.g. \p{L}
+        i += 4;
+        if (in_class) {
+          out.append(base).append(extra);
+        } else {
+          out.append(escaped == 'P' ? "[^\\p" : "[\\p").append(property).append(extra).append("]");
+        }
+        continue;
+      }
       ++i;
       if (escaped == 's') {
         if (in_class) {
@@ -253,7 +284,7 @@ class MergeTable {
   std::size_t mask_ = 0;
 };
 
-/// BPE results of pieces seen before, within one encode call or one encode_batch thread: open addressing on a
+/// BPE results of pieces seen before on one thread (see thread_workspace): open addressing on a
 /// 64-bit hash of the piece, with the piece's bytes and ids kept in two arenas (no allocation per entry).
 class PieceCache {
  public:
@@ -314,6 +345,7 @@ class PieceCache {
 
 /// Per-thread scratch space: reused buffers and the piece cache.
 struct Workspace {
+  uint64_t owner = 0;  // Tokenizer::Impl::instance of the tokenizer the cache belongs to (0: none)
   MatchData match_data;
   std::vector<std::string_view> pieces, next_pieces;
   struct Symbol {
@@ -337,6 +369,8 @@ struct Workspace {
 }  // namespace
 
 struct Tokenizer::Impl {
+  /// Unique per loaded tokenizer, never reused (unlike addresses): names the owner of a thread's piece cache.
+  uint64_t instance = next_instance();
   std::string source;
   // Vocabulary: spelling and bytes per id (added tokens included); holes (unused ids) have present = false.
   std::vector<std::string> spelling;
@@ -382,6 +416,10 @@ struct Tokenizer::Impl {
     const auto it = map.find(byte_level ? std::string_view(scratch) : spelling);
     if (it == map.end()) return std::nullopt;
     return it->second;
+  }
+  static uint64_t next_instance() {
+    static std::atomic<uint64_t> counter{0};
+    return ++counter;
   }
   void check_id(int32_t id) const {
     GRPO_CHECK(id >= 0 && static_cast<std::size_t>(id) < present.size() && present[id],
@@ -880,8 +918,24 @@ void Tokenizer::Impl::merge_piece(std::string_view piece, Workspace& ws, std::ve
   for (int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
 }
 
+namespace {
+
+/// The calling thread's workspace for `impl`, kept across calls: its piece cache plays the part of Hugging Face's
+/// BPE word cache (which lives as long as the model), so short texts sharing words skip the merges. A thread
+/// moving to another tokenizer starts afresh. Memory stays bounded by PieceCache's limits.
+Workspace& thread_workspace(const Tokenizer::Impl& impl) {
+  thread_local Workspace ws;
+  if (ws.owner != impl.instance) {
+    ws = Workspace{};
+    ws.owner = impl.instance;
+  }
+  return ws;
+}
+
+}  // namespace
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
-  Workspace ws;
+  Workspace& ws = thread_workspace(*impl_);
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   impl_->encode_text(text, options, ws, out);
@@ -899,8 +953,7 @@ std::vector<std::vector<int32_t>> Tokenizer::encode_batch(std::span<const std::s
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  const auto work = [&] {
-    Workspace ws;
+  const auto work = [&](Workspace& ws) {
     for (std::size_t i = next++; i < texts.size(); i = next++) {
       try {
         impl_->encode_text(texts[i], options, ws, out[i]);
@@ -911,11 +964,21 @@ std::vector<std::vector<int32_t>> Tokenizer::encode_batch(std::span<const std::s
       }
     }
   };
-  if (threads <= 1) {
-    work();
+  // The calling thread works too, with its warm piece cache; the helpers (new threads) start from a copy of it.
+  Workspace& own = thread_workspace(*impl_);
+  if (threads > 1) {
+    const PieceCache warm = own.cache;
+    std::vector<std::jthread> helpers;
+    for (std::size_t t = 1; t < threads; ++t) {
+      helpers.emplace_back([&] {
+        Workspace& ws = thread_workspace(*impl_);
+        ws.cache = warm;
+        work(ws);
+      });
+    }
+    work(own);
   } else {
-    std::vector<std::jthread> pool;
-    for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(work);
+    work(own);
   }
   if (failure) std::rethrow_exception(failure);
   return out;

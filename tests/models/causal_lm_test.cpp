@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace fs = std::filesystem;
 using grpo::models::Architecture;
@@ -172,6 +173,67 @@ TEST_CASE("KV-cache decoding reproduces the full forward, with left padding", "[
     REQUIRE(cache.length() == 7);
     cache.select_rows(torch::tensor({0, 2}, torch::kInt64));
     REQUIRE(cache.keys[0].size(0) == 2);
+  }
+}
+
+TEST_CASE("KV cache without gradients: buffers grow in place, copies stay independent, one row decodes", "[models]") {
+  torch::NoGradGuard no_grad;  // as the sampler decodes: the in-place path
+  for (auto arch : {Architecture::qwen2, Architecture::llama}) {
+    auto model = make_model(arch, 4);
+    torch::manual_seed(21);
+    auto ids = torch::randint(0, 23, {2, 12}, torch::kInt64);
+    auto mask = torch::ones({2, 12}, torch::kInt64);
+    mask[1].narrow(0, 0, 2).zero_();
+    auto full = model->forward(ids, mask);
+    auto valid = mask.to(torch::kBool).unsqueeze(-1);
+    // The same ids with a different token at position 8: what a copy of the cache decodes.
+    auto other_ids = ids.clone();
+    other_ids[0][8] = (other_ids[0][8].item<int64_t>() + 1) % 23;
+    other_ids[1][8] = (other_ids[1][8].item<int64_t>() + 5) % 23;
+    auto other_full = model->forward(other_ids, mask);
+
+    grpo::models::KvCache cache, fork;
+    std::vector<torch::Tensor> steps{model->forward_step(ids.narrow(1, 0, 3), mask.narrow(1, 0, 3), cache)};
+    std::vector<torch::Tensor> fork_steps;
+    std::map<int64_t, const void*> buffer;  // where the keys of layer 1 live after the step at position t
+    const void* forked_from = nullptr;
+    for (int64_t t = 3; t < 12; ++t) {
+      if (t == 8) {
+        fork = cache;  // shares the buffers until one of them appends
+        forked_from = cache.keys[1].data_ptr();
+      }
+      steps.push_back(model->forward_step(ids.narrow(1, t, 1), mask.narrow(1, 0, t + 1), cache));
+      if (t >= 8) fork_steps.push_back(model->forward_step(other_ids.narrow(1, t, 1), mask.narrow(1, 0, t + 1), fork));
+      buffer[t] = cache.keys[1].data_ptr();
+    }
+    // After a 3-token prefill the buffer doubles to 6 positions (t = 3, 4, 5 in place), then to 12 (t = 6, 7).
+    CHECK(buffer[4] == buffer[3]);
+    CHECK(buffer[5] == buffer[3]);
+    CHECK(buffer[6] != buffer[5]);
+    CHECK(buffer[7] == buffer[6]);
+    // At t = 8 the fork shares it: the cache appending first moves to a buffer of its own (t = 8..11 in place) and
+    // the fork then holds the old one alone, so it appends there in place.
+    CHECK(buffer[8] != buffer[7]);
+    CHECK(buffer[11] == buffer[8]);
+    CHECK(fork.keys[1].data_ptr() == forked_from);
+    CHECK(cache.length() == 12);
+    auto incremental = torch::cat(steps, 1);
+    GRPO_REQUIRE_CLOSE(incremental.masked_select(valid), full.masked_select(valid), 1e-10, 1e-10);
+    // The copy decoded other tokens from position 8 on; neither cache saw the other's keys.
+    auto fork_logits = torch::cat(fork_steps, 1);
+    GRPO_REQUIRE_CLOSE(fork_logits, other_full.narrow(1, 8, 4), 1e-10, 1e-10);
+
+    // One row (the matrix-vector path of every projection and lm_head) against the full forward of that row.
+    const auto row = ids.narrow(0, 0, 1);
+    grpo::models::KvCache single;
+    std::vector<torch::Tensor> row_steps;
+    for (int64_t t = 0; t < 5; ++t) {
+      row_steps.push_back(model->forward_step(row.narrow(1, t, 1), torch::ones({1, t + 1}, torch::kInt64), single));
+    }
+    const auto row_full = model->forward(row.narrow(1, 0, 5));
+    GRPO_REQUIRE_CLOSE(torch::cat(row_steps, 1), row_full, 1e-10, 1e-10);
+    GRPO_REQUIRE_CLOSE(row_full, reference_logits(model, row.narrow(1, 0, 5), torch::ones({1, 5}, torch::kInt64)),
+                       1e-9, 1e-9);
   }
 }
 

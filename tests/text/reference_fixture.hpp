@@ -2,13 +2,18 @@
 // Test support for the text area: reads the parity fixtures in tests/text/data (written by
 // tools/tokenizer-reference from Hugging Face's Rust tokenizer) and finds the real tokenizer files.
 //
-// The fixtures are JSON lines whose strings are hex of UTF-8 bytes, so reading them needs no JSON parser: a
-// value is found after its "key": and is a hex string, a list of hex strings, a list of integers or a boolean.
+// The case fixtures (<name>_reference.jsonl) are JSON lines whose strings are hex of UTF-8 bytes, so reading them
+// needs no JSON parser: a value is found after its "key": and is a hex string, a list of hex strings, a list of
+// integers or a boolean. The parity corpus (corpus.jsonl, JSON lines read with simdjson) has its reference ids in
+// corpus_ids_<name>.txt, one line of space-separated ids per text.
 #pragma once
 
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
 
+#include <simdjson.h>
+
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -120,8 +125,62 @@ inline std::vector<ReferenceCase> read_reference_cases(const std::filesystem::pa
   return cases;
 }
 
+/// One text of the parity corpus (tools/tokenizer-reference/corpus.mjs) with Hugging Face's ids for it.
+struct CorpusCase {
+  std::size_t line = 0;   // 1-based line in corpus.jsonl (and in corpus_ids_<name>.txt)
+  std::string category;   // e.g. "text_ja", "code_c", "emoji"
+  std::string source;     // file (and line) it was drawn from, or "generated"
+  std::string text;
+  std::vector<int32_t> ids;  // encode(text) with add_special_tokens = true
+  /// decode(encode(text, add_special_tokens = false)): the text itself unless the normalizer changed it.
+  std::string decoded;
+};
+
+/// Reads corpus.jsonl and the reference ids of one tokenizer (corpus_ids_<name>.txt); throws when the two files
+/// do not have the same number of lines.
+inline std::vector<CorpusCase> read_corpus(const std::filesystem::path& corpus, const std::filesystem::path& ids) {
+  simdjson::padded_string json;
+  if (simdjson::padded_string::load(corpus.string()).get(json)) {
+    throw std::runtime_error("cannot open fixture " + corpus.string());
+  }
+  std::vector<CorpusCase> cases;
+  simdjson::dom::parser parser;
+  simdjson::dom::document_stream stream;
+  if (parser.parse_many(json).get(stream)) throw std::runtime_error("cannot parse " + corpus.string());
+  for (auto doc : stream) {
+    const simdjson::dom::element object = doc.value();
+    CorpusCase c;
+    c.line = cases.size() + 1;
+    c.category = std::string(std::string_view(object["category"]));
+    c.source = std::string(std::string_view(object["source"]));
+    c.text = std::string(std::string_view(object["text"]));
+    cases.push_back(std::move(c));
+  }
+  std::ifstream in(ids);
+  if (!in) throw std::runtime_error("cannot open fixture " + ids.string());
+  std::string line;
+  std::size_t number = 0;
+  while (std::getline(in, line)) {
+    if (number >= cases.size()) throw std::runtime_error(ids.string() + " has more lines than " + corpus.string());
+    CorpusCase& c = cases[number++];
+    const auto tab = line.find('\t');
+    const std::string_view list = std::string_view(line).substr(0, tab);
+    for (const char* p = list.data(); p < list.data() + list.size();) {
+      int32_t id = 0;
+      const auto [end, error] = std::from_chars(p, list.data() + list.size(), id);
+      if (error != std::errc{}) throw std::runtime_error(ids.string() + ": bad id on line " + std::to_string(number));
+      c.ids.push_back(id);
+      p = end + (end < list.data() + list.size() ? 1 : 0);
+    }
+    c.decoded = tab == std::string::npos ? c.text : detail::from_hex("\"" + line.substr(tab + 1) + "\"");
+  }
+  if (number != cases.size()) throw std::runtime_error(ids.string() + " has fewer lines than " + corpus.string());
+  return cases;
+}
+
+/// tests/text/data/`file` (GRPO_TEXT_FIXTURE_DIR is set by tests/CMakeLists.txt).
 inline std::filesystem::path fixture_path(std::string_view file) {
-  return std::filesystem::path(__FILE__).parent_path() / "data" / file;
+  return std::filesystem::path(GRPO_TEXT_FIXTURE_DIR) / file;
 }
 
 /// Directory holding `name`/tokenizer.json (as tools/tokenizer-reference/fetch.sh lays it out): under

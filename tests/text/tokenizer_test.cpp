@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -227,6 +228,23 @@ TEST_CASE("tiny tokenizer: encode_batch equals encode", "[text][tokenizer]") {
   CHECK_THROWS_AS(tok.encode_batch(texts, strict, 2), grpo::Error);
 }
 
+TEST_CASE("tiny tokenizer: the per-thread piece cache belongs to one tokenizer", "[text][tokenizer]") {
+  // encode keeps BPE results per thread across calls; a second tokenizer with other merges must not see them.
+  const auto with_hello = Tokenizer::from_json(tiny_tokenizer_json());
+  std::string json = tiny_tokenizer_json();
+  const std::string merge = R"(, ["hell", "o"])";
+  json.erase(json.find(merge), merge.size());
+  const auto without_hello = Tokenizer::from_json(json);
+  for (int round = 0; round < 2; ++round) {
+    CHECK(with_hello.encode("hello") == Ids{260});
+    // Without merge 4 (hell o) "hello" stops at [hell, o] = [258, 111].
+    CHECK(without_hello.encode("hello") == Ids{258, 'o'});
+    const std::vector<std::string> texts(5, "hello");
+    CHECK(without_hello.encode_batch(texts, {}, 2) == std::vector<Ids>(5, Ids{258, 'o'}));
+    CHECK(with_hello.encode_batch(texts, {}, 2) == std::vector<Ids>(5, Ids{260}));
+  }
+}
+
 TEST_CASE("from_pretrained: special token ids and chat template from tokenizer_config.json", "[text][tokenizer]") {
   const auto dir = std::filesystem::temp_directory_path() / "grpo_tokenizer_test_pretrained";
   std::filesystem::create_directories(dir);
@@ -317,4 +335,58 @@ TEST_CASE("GPT-2 vocabulary: ids identical to Hugging Face tokenizers", "[text][
     CHECK(tok->vocab_size() == 50257);
     CHECK(tok->special_token_ids().eos == 50256);
   }
+}
+
+namespace {
+
+/// The parity corpus: tests/text/data/corpus.jsonl (3,348 texts in 48 categories, written by
+/// tools/tokenizer-reference/corpus.mjs from files of a Debian machine, the shared math datasets and generated
+/// Unicode edge cases) and
+/// corpus_ids_<name>.txt, the ids Hugging Face's Rust tokenizer (tokenizers 0.22 via @anush008/tokenizers 0.6.0)
+/// gives, written by tools/tokenizer-reference/corpus-ids.mjs. Regenerate the ids (after changing the corpus or
+/// the pinned tokenizers) with
+///   cd tools/tokenizer-reference && npm install && ./fetch.sh
+///   for t in qwen3 llama3 gpt2; do
+///     node corpus-ids.mjs ~/.cache/grpo/tokenizers/$t < ../../tests/text/data/corpus.jsonl \
+///       > ../../tests/text/data/corpus_ids_$t.txt; done
+/// Every text: encode(text) == Hugging Face's ids, and decode(encode(text, add_special_tokens = false)) == text
+/// (or, where Qwen's NFC normalizer changes the text, == Hugging Face's decode of its ids). No text is excepted:
+/// the letters and numbers newer than PCRE2's Unicode 14 tables (category unicode_new) are handled in
+/// src/text/tokenizer.cpp (kUnicode16Letters).
+void check_corpus(std::string_view name) {
+  const Tokenizer* tok = grpo::text::testing::shared_tokenizer(name);
+  if (tok == nullptr) {
+    WARN(fmt::format("skipped: no {}/tokenizer.json (run tools/tokenizer-reference/fetch.sh)", name));
+    return;
+  }
+  using grpo::text::testing::fixture_path;
+  const auto cases = grpo::text::testing::read_corpus(fixture_path("corpus.jsonl"),
+                                                      fixture_path(fmt::format("corpus_ids_{}.txt", name)));
+  REQUIRE(cases.size() >= 2000);
+  EncodeOptions plain;
+  plain.add_special_tokens = false;
+  std::size_t normalized = 0;
+  for (const auto& c : cases) {
+    INFO(fmt::format("corpus.jsonl line {} ({}, from {}): {}", c.line, c.category, c.source, hex(c.text)));
+    CHECK(tok->encode(c.text) == c.ids);
+    CHECK(tok->decode(tok->encode(c.text, plain)) == c.decoded);
+    normalized += c.decoded != c.text ? 1 : 0;
+  }
+  // Only Qwen normalizes (NFC): the texts it changes are non-NFC text of the corpus (decomposed accents,
+  // misordered Arabic marks, ...); GPT-2 and Llama 3 give every text back unchanged.
+  if (name != "qwen3") CHECK(normalized == 0);
+}
+
+}  // namespace
+
+TEST_CASE("Qwen3 tokenizer.json: parity corpus identical to Hugging Face", "[text][tokenizer][needs-tokenizer]") {
+  check_corpus("qwen3");
+}
+
+TEST_CASE("Llama 3 tokenizer.json: parity corpus identical to Hugging Face", "[text][tokenizer][needs-tokenizer]") {
+  check_corpus("llama3");
+}
+
+TEST_CASE("GPT-2 vocabulary: parity corpus identical to Hugging Face", "[text][tokenizer][needs-tokenizer]") {
+  check_corpus("gpt2");
 }

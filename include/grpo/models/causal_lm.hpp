@@ -19,7 +19,9 @@
 
 namespace grpo::models {
 
-/// Keys and values of every layer for incremental decoding: keys[l], values[l] are [B, Hkv, S, D].
+/// Keys and values of every layer for incremental decoding: keys[l], values[l] are [B, Hkv, S, D], views of the
+/// first S positions of buffers that grow by doubling; decoding steps write into them in place. Copies of a
+/// KvCache share the buffers until one of them appends, which then reallocates its own.
 struct KvCache {
   std::vector<torch::Tensor> keys, values;
   /// Number of cached positions S (0 when empty).
@@ -40,11 +42,10 @@ TORCH_MODULE(RmsNorm);
 /// Grouped-query self-attention with rotary embeddings (and per-head q/k RMSNorm for Qwen3).
 struct AttentionImpl : torch::nn::Module {
   explicit AttentionImpl(const ModelConfig& config);
-  /// x [B, T, H]; cos/sin [B, T, D]; additive mask [B, 1, T, S]; past k/v [B, Hkv, S − T, D] or undefined.
-  /// Returns [B, T, H] and sets new_key/new_value to the full [B, Hkv, S, D].
+  /// x [B, T, H]; cos/sin [B, T, D]; additive mask [B, 1, T, S]; key/value: the cached [B, Hkv, S − T, D] or
+  /// undefined, extended to [B, Hkv, S, D] (see KvCache). Returns [B, T, H].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& mask, const torch::Tensor& past_key, const torch::Tensor& past_value,
-                        torch::Tensor& new_key, torch::Tensor& new_value);
+                        const torch::Tensor& mask, torch::Tensor& key, torch::Tensor& value);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RmsNorm q_norm{nullptr}, k_norm{nullptr};
   int64_t heads, kv_heads, head_dim;

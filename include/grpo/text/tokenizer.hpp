@@ -7,7 +7,8 @@
 //   2. normalizer (NFC / NFD / NFKC / NFKD or a Sequence of them; Qwen uses NFC; combining marks newer than
 //      Unicode 9.0 are left alone, as Hugging Face's tables do), then added tokens marked `normalized: true` are
 //      matched on the normalized text;
-//   3. pre-tokenizer: the Split regex (PCRE2 with UTF + UCP, JIT-compiled) and ByteLevel (GPT-2's byte to
+//   3. pre-tokenizer: the Split regex (PCRE2 with UTF + UCP, JIT-compiled; \p{L} and \p{N} extended to the
+//      Unicode 16 letters and numbers Hugging Face's Oniguruma knows) and ByteLevel (GPT-2's byte to
 //      printable-character mapping, optionally with GPT-2's own split regex and a prefix space);
 //   4. BPE: each piece starts as single bytes and the pair with the lowest merge rank is merged until none is
 //      left (a binary heap over the pairs: O(n log n) per piece, not a quadratic rescan); `ignore_merges`
@@ -19,7 +20,8 @@
 // byte_fallback or subword prefixes/suffixes, other normalizers, pre-tokenizers and post-processors.
 //
 // Ids are int32 (every vocabulary in scope is below 2^31). A Tokenizer is immutable after loading: encode and
-// decode are const and safe to call from several threads; copies share the loaded tables.
+// decode are const and safe to call from several threads; copies share the loaded tables. Each thread keeps the
+// BPE results of the pieces it has seen for the tokenizer it used last (Hugging Face's word cache), across calls.
 // docs/tokenizer.md has the parity tests, the deliberate differences and throughput figures.
 #pragma once
 

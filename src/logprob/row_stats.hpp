@@ -15,6 +15,9 @@ inline torch::ScalarType log_prob_compute_dtype(const torch::Tensor& logits) {
   return logits.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
 }
 
+/// Throws grpo::Error unless ids is int64 with every value in [0, vocab), naming the first bad index.
+void check_token_ids(const torch::Tensor& ids, int64_t vocab, const char* what);
+
 /// A [B, T, V] tensor (last dimension contiguous) seen as B·T rows.
 struct LogitsRows {
   int64_t rows = 0;

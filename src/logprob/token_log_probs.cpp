@@ -15,6 +15,22 @@
 namespace grpo {
 namespace detail {
 
+void check_token_ids(const torch::Tensor& ids, int64_t vocab, const char* what) {
+  GRPO_CHECK(ids.scalar_type() == torch::kInt64, "{}: ids must be int64, got {}", what,
+             c10::toString(ids.scalar_type()));
+  if (ids.numel() == 0) return;
+  auto bad = (ids < 0).logical_or_(ids >= vocab).reshape({-1});
+  if (!bad.any().item<bool>()) return;
+  int64_t flat = bad.nonzero()[0][0].item<int64_t>();
+  const int64_t value = ids.reshape({-1})[flat].item<int64_t>();
+  std::string index;
+  for (int64_t d = ids.dim() - 1; d >= 0; --d) {
+    index = std::to_string(flat % ids.size(d)) + (index.empty() ? "" : ", ") + index;
+    flat /= ids.size(d);
+  }
+  GRPO_CHECK(false, "{}: ids[{}] = {} is outside the vocabulary [0, {})", what, index, value, vocab);
+}
+
 LogitsRows view_logits_rows(const torch::Tensor& logits) {
   LogitsRows r;
   r.rows = logits.size(0) * logits.size(1);
@@ -138,22 +154,7 @@ Prepared prepare(const torch::Tensor& logits, const torch::Tensor& ids, const ch
   GRPO_CHECK(ids.defined() && ids.sizes() == logits.sizes().slice(0, logits.dim() - 1),
              "{}: ids must have the leading shape of logits {} (without V), got shape {}", what, shape_str(logits),
              shape_str(ids));
-  GRPO_CHECK(ids.scalar_type() == torch::kInt64, "{}: ids must be int64, got {}", what,
-             c10::toString(ids.scalar_type()));
-  const int64_t vocab = logits.size(-1);
-  if (ids.numel() > 0) {
-    auto bad = (ids < 0).logical_or_(ids >= vocab).reshape({-1});
-    if (bad.any().item<bool>()) {
-      int64_t flat = bad.nonzero()[0][0].item<int64_t>();
-      const int64_t value = ids.reshape({-1})[flat].item<int64_t>();
-      std::string index;
-      for (int64_t d = ids.dim() - 1; d >= 0; --d) {
-        index = std::to_string(flat % ids.size(d)) + (index.empty() ? "" : ", ") + index;
-        flat /= ids.size(d);
-      }
-      GRPO_CHECK(false, "{}: ids[{}] = {} is outside the vocabulary [0, {})", what, index, value, vocab);
-    }
-  }
+  detail::check_token_ids(ids, logits.size(-1), what);
   p.ids = ids.dim() == 1 ? ids.unsqueeze(0) : ids;
   return p;
 }

@@ -151,3 +151,60 @@ TEST_CASE("token_log_probs rejects bad arguments with messages naming them", "[l
   REQUIRE_THROWS_WITH(grpo::token_entropy(torch::zeros({5})), Catch::Contains("got shape [5]"));
   REQUIRE_THROWS_WITH(grpo::token_entropy(torch::zeros({2, 5}, torch::kInt64)), Catch::Contains("floating-point"));
 }
+
+TEST_CASE("token_log_probs in float32 is within 1e-4 of float64 for any V, with entropy and masked rows",
+          "[logprob][accuracy]") {
+  torch::manual_seed(5);
+  // V around the vector width (16) and the kernel's block (2048) exercises the padded tails and the online rescale.
+  for (int64_t vocab : {1, 15, 17, 2047, 2049, 5003}) {
+    INFO("V = " << vocab);
+    auto logits = torch::randn({3, 4, vocab}, torch::kFloat64) * 5;
+    logits[1][2] += torch::linspace(-30, 30, vocab, torch::kFloat64);  // a drifting max across blocks
+    auto ids = torch::randint(0, vocab, {3, 4}, torch::kInt64);
+    auto g = torch::randn({3, 4}, torch::kFloat64);
+    auto g_h = torch::randn({3, 4}, torch::kFloat64);
+    g[0].zero_();  // a masked sequence: both gradients 0, the kernel writes zeros without the exp pass
+    g_h[0].zero_();
+    auto run = [&](torch::ScalarType dtype) {
+      auto x = logits.to(dtype).requires_grad_(true);
+      auto out = grpo::token_log_probs(x, ids, {.temperature = 0.7, .with_entropy = true});
+      ((out.log_probs * g.to(out.log_probs.scalar_type())).sum() +
+       (out.entropy * g_h.to(out.log_probs.scalar_type())).sum())
+          .backward();
+      return std::vector<torch::Tensor>{out.log_probs.to(torch::kFloat64), out.entropy.to(torch::kFloat64),
+                                        x.grad().to(torch::kFloat64)};
+    };
+    auto f32 = run(torch::kFloat32), f64 = run(torch::kFloat64);
+    GRPO_REQUIRE_CLOSE(f32[0], f64[0], 1e-4, 1e-4);
+    GRPO_REQUIRE_CLOSE(f32[1], f64[1], 1e-4, 1e-4);
+    GRPO_REQUIRE_CLOSE(f32[2], f64[2], 1e-4, 1e-6);
+    REQUIRE(f32[2][0].abs().max().item<double>() == 0.0);
+  }
+}
+
+TEST_CASE("token_log_probs can write the gradient into the logits themselves", "[logprob][inplace]") {
+  torch::manual_seed(6);
+  auto base = torch::randn({2, 3, 101});
+  auto ids = torch::randint(0, 101, {2, 3}, torch::kInt64);
+  auto g = torch::randn({2, 3});
+  auto run = [&](bool overwrite) {
+    auto x = base.clone().requires_grad_(true);
+    auto logits = x * 2.0;  // an intermediate, like the output of lm_head (mul by a constant does not save it)
+    auto out = grpo::token_log_probs(logits, ids, {.temperature = 1.3, .with_entropy = true,
+                                                   .overwrite_logits_in_backward = overwrite});
+    ((out.log_probs * g).sum() + out.entropy.sum()).backward();
+    return std::make_pair(x.grad(), logits.detach());
+  };
+  auto [grad_copy, logits_kept] = run(false);
+  auto [grad_inplace, logits_overwritten] = run(true);
+  GRPO_REQUIRE_CLOSE(grad_inplace, grad_copy, 0.0, 0.0);
+  GRPO_REQUIRE_CLOSE(logits_kept, base * 2.0, 0.0, 0.0);
+  GRPO_REQUIRE_CLOSE(logits_overwritten, grad_copy / 2.0, 1e-6, 1e-7);  // the buffer now holds ∂L/∂logits
+
+  // An op that saved the logits for its own backward fails loudly instead of reading gradients.
+  auto x = base.clone().requires_grad_(true);
+  auto logits = x * 2.0;
+  auto squared = (logits * logits).sum();  // saves logits
+  auto lp = grpo::token_log_probs(logits, ids, {.overwrite_logits_in_backward = true}).log_probs.sum();
+  REQUIRE_THROWS(torch::autograd::backward({lp + squared}));
+}

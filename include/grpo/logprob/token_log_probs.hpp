@@ -23,14 +23,14 @@ namespace grpo {
 struct TokenLogProbOptions {
   /// Sampling temperature (> 0); logits are divided by it before the softmax.
   double temperature = 1.0;
+  /// Also return the per-token entropy H = logsumexp(z) − Σ softmax(z)·z (differentiable).
+  bool with_entropy = false;
   /// Write the logits' gradient into the logits tensor itself during backward (Liger's and flash-attn's
   /// `inplace_backward`): saves one [B, T, V] buffer. The logits are destroyed, so use it only when nothing reads
   /// them after the backward, e.g. logits that come straight out of a matmul (whose backward does not need its
   /// output). Their version counter is bumped, so another op that saved them fails loudly instead of reading
   /// gradients.
   bool overwrite_logits_in_backward = false;
-  /// Also return the per-token entropy H = logsumexp(z) − Σ softmax(z)·z (differentiable).
-  bool with_entropy = false;
 };
 
 /// Result of token_log_probs: log_probs [B, T]; entropy [B, T] when requested, else undefined.

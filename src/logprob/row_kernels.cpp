@@ -17,6 +17,8 @@
 // instruction set, and its Sleef exp is not part of the installed headers' inline code.
 #include "row_kernels.hpp"
 
+#include <grpo/logprob/token_log_probs.hpp>
+
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -382,7 +384,11 @@ void row_backward(const RowBackwardArgs& args, int64_t begin, int64_t end) {
   TORCH_CHECK(false, "row_backward: unsupported dtype ", args.dtype);
 }
 
-const char* row_kernel_isa() {
+}  // namespace grpo::detail
+
+namespace grpo {
+
+const char* log_prob_kernel_isa() {
 #if GRPO_ROW_KERNEL_DISPATCH
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -393,4 +399,4 @@ const char* row_kernel_isa() {
   return "baseline";
 }
 
-}  // namespace grpo::detail
+}  // namespace grpo

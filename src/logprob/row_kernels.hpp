@@ -59,8 +59,4 @@ struct RowBackwardArgs {
 void row_forward(const RowForwardArgs& args, int64_t begin, int64_t end);
 void row_backward(const RowBackwardArgs& args, int64_t begin, int64_t end);
 
-/// The instruction set the float kernels run with on this CPU ("x86-64-v4 (AVX-512)", "x86-64-v3 (AVX2+FMA)" or
-/// "baseline"), for benchmark reports.
-const char* row_kernel_isa();
-
 }  // namespace grpo::detail

@@ -57,4 +57,8 @@ torch::Tensor token_log_probs_reference(const torch::Tensor& logits, const torch
 /// Plain eager reference entropy: −Σ softmax(z)·log_softmax(z), z = logits / temperature (materialises [B, T, V]).
 torch::Tensor token_entropy_reference(const torch::Tensor& logits, double temperature = 1.0);
 
+/// The instruction set the fused float kernels were dispatched to on this CPU: "x86-64-v4 (AVX-512)",
+/// "x86-64-v3 (AVX2+FMA)" or "baseline" (the library's compile flags). For benchmark and bug reports.
+const char* log_prob_kernel_isa();
+
 }  // namespace grpo

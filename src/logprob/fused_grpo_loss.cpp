@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // FusedGrpoLoss: one loop over the tokens computing loss, metrics and ∂loss/∂lp (fused_grpo_loss.hpp).
+#include "row_stats.hpp"
+
 #include <grpo/core/tensor_checks.hpp>
+
 #include <grpo/logprob/fused_grpo_loss.hpp>
+#include <grpo/logprob/linear_log_probs.hpp>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -214,85 +218,207 @@ Normaliser FusedGrpoLoss::local_normaliser(const LossInputs& inputs) const {
   return GrpoLoss(options_).local_normaliser(inputs);
 }
 
+namespace {
+
+/// The inputs of one call, checked against `like` ([B, T]: log_probs, or ids for the hidden-state form) and
+/// converted to the compute dtype (contiguous; no copies when they already are).
+struct Prepared {
+  torch::Tensor valid, old, ref, ent, adv;  // valid: float mask after truncation
+  int64_t batch = 0, time = 0;
+  bool seq_mean = false;
+};
+
+Prepared prepare(const GrpoLossOptions& options, const LossInputs& in, const torch::Tensor& like, const char* like_name,
+                 torch::ScalarType dtype, const char* what) {
+  detail::check_same_shape(like, like_name, in.mask, "mask", what);
+  detail::check_advantages(in.advantages, like, what);
+  auto optional_like = [&](const torch::Tensor& t, const char* name) {
+    if (!t.defined()) return;
+    detail::check_same_shape(like, like_name, t, name, what);
+    detail::check_floating(t, name, what);
+  };
+  optional_like(in.old_log_probs, "old_log_probs");
+  optional_like(in.ref_log_probs, "ref_log_probs");
+  optional_like(in.entropy, "entropy");
+  GRPO_CHECK(in.ref_log_probs.defined() || options.beta == 0.0, "{}: beta = {} needs ref_log_probs of shape {}", what,
+             options.beta, shape_str(like));
+  torch::Tensor mask = in.mask;
+  if (options.mask_truncated_completions) {
+    GRPO_CHECK(in.truncated.defined(), "{}: mask_truncated_completions needs truncated of shape [{}], got undefined",
+               what, like.size(0));
+    mask = truncated_completion_mask(in.mask, in.truncated);
+  }
+  Prepared p;
+  p.valid = mask.scalar_type() == torch::kFloat ? mask.contiguous() : (mask != 0).to(torch::kFloat);
+  p.old = as_compute(in.old_log_probs, dtype);
+  p.ref = as_compute(in.ref_log_probs, dtype);
+  p.ent = as_compute(in.entropy, dtype);
+  p.adv = as_compute(in.advantages, dtype);
+  p.batch = like.size(0);
+  p.time = like.size(1);
+  p.seq_mean = aggregation_rule(options.loss_type).aggregation == Aggregation::sum_of_sequence_means;
+  return p;
+}
+
+template <typename T>
+LossKernel<T> make_kernel(const Prepared& p, const torch::Tensor& lp, const torch::Tensor& grad,
+                          const GrpoLossOptions& options, const Normaliser& normaliser) {
+  auto ptr = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; };
+  return LossKernel<T>{p.valid.data_ptr<float>(), ptr(lp),     ptr(p.old),        ptr(p.ref),
+                       ptr(p.ent),                ptr(p.adv),  p.adv.dim() == 2,  grad.data_ptr<T>(),
+                       p.time,                    &options,    normaliser.divisor(), p.seq_mean};
+}
+
+LossMetrics metrics_of(const Partial& total, bool has_ref, bool has_ent) {
+  LossMetrics m;
+  const double denom = std::max(total.count, 1.0);
+  m.loss = total.loss;
+  m.policy_loss = total.policy;
+  m.num_tokens = total.count;
+  if (has_ref) {
+    m.kl_loss = total.kl;
+    m.kl_mean = total.kl_tokens / denom;
+  }
+  if (has_ent) {
+    m.entropy_loss = total.ent;
+    m.entropy_mean = total.ent_tokens / denom;
+  }
+  m.clip_ratio_low_mean = total.low / denom;
+  m.clip_ratio_high_mean = total.high / denom;
+  m.clip_ratio_region_mean = total.region / denom;
+  m.pg_clipfrac = total.pg / denom;
+  m.ppo_kl = total.ppo_kl / denom;
+  if (total.count > 0) {
+    m.ratio_min = total.r_min;
+    m.ratio_max = total.r_max;
+    m.ratio_mean = total.r_sum / total.count;
+  }
+  return m;
+}
+
+/// Returns the loss computed in forward; backward scales the gradients of hidden and weight computed there too.
+class PrecomputedLinearGradFunction : public torch::autograd::Function<PrecomputedLinearGradFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& /*hidden*/,
+                               const torch::Tensor& /*weight*/, const torch::Tensor& value,
+                               const torch::Tensor& grad_hidden,
+                               const torch::Tensor& grad_weight) {
+    ctx->save_for_backward({grad_hidden, grad_weight});
+    return value;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto saved = ctx->get_saved_variables();
+    auto scale = [&](const torch::Tensor& g) { return g.defined() ? g * grad_outputs[0] : g; };
+    return {scale(saved[0]), scale(saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 LossOutput FusedGrpoLoss::operator()(const LossInputs& in, const Normaliser& normaliser) const {
   constexpr const char* kWhat = "FusedGrpoLoss";
   check_normaliser(options_.loss_type, normaliser);
   detail::check_dim(in.log_probs, 2, "log_probs", kWhat);
   detail::check_floating(in.log_probs, "log_probs", kWhat);
-  detail::check_same_shape(in.log_probs, "log_probs", in.mask, "mask", kWhat);
-  detail::check_advantages(in.advantages, in.log_probs, kWhat);
-  auto optional_like = [&](const torch::Tensor& t, const char* name) {
-    if (!t.defined()) return;
-    detail::check_same_shape(in.log_probs, "log_probs", t, name, kWhat);
-    detail::check_floating(t, name, kWhat);
-  };
-  optional_like(in.old_log_probs, "old_log_probs");
-  optional_like(in.ref_log_probs, "ref_log_probs");
-  optional_like(in.entropy, "entropy");
-  GRPO_CHECK(in.ref_log_probs.defined() || options_.beta == 0.0, "{}: beta = {} needs ref_log_probs of shape {}",
-             kWhat, options_.beta, shape_str(in.log_probs));
-  torch::Tensor mask = in.mask;
-  if (options_.mask_truncated_completions) {
-    GRPO_CHECK(in.truncated.defined(), "{}: mask_truncated_completions needs truncated of shape [{}], got undefined",
-               kWhat, in.log_probs.size(0));
-    mask = truncated_completion_mask(in.mask, in.truncated);
-  }
-
-  const int64_t batch = in.log_probs.size(0), time = in.log_probs.size(1);
-  const auto out_dtype = in.log_probs.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const auto valid_t = mask.scalar_type() == torch::kFloat ? mask.contiguous() : (mask != 0).to(torch::kFloat);
-  const auto lp_t = as_compute(in.log_probs, out_dtype), old_t = as_compute(in.old_log_probs, out_dtype);
-  const auto ref_t = as_compute(in.ref_log_probs, out_dtype), ent_t = as_compute(in.entropy, out_dtype);
-  const auto adv_t = as_compute(in.advantages, out_dtype);
-  auto grad_t = torch::empty({batch, time}, lp_t.options());
-  const bool seq_mean = aggregation_rule(options_.loss_type).aggregation == Aggregation::sum_of_sequence_means;
+  const auto dtype = in.log_probs.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const Prepared p = prepare(options_, in, in.log_probs, "log_probs", dtype, kWhat);
+  const auto lp = as_compute(in.log_probs, dtype);
+  auto grad = torch::empty({p.batch, p.time}, lp.options());
   Partial total;
-  AT_DISPATCH_FLOATING_TYPES(out_dtype, "FusedGrpoLoss", [&] {
-    auto ptr = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
-    const LossKernel<scalar_t> kernel{valid_t.data_ptr<float>(), ptr(lp_t), ptr(old_t), ptr(ref_t), ptr(ent_t),
-                                      ptr(adv_t), adv_t.dim() == 2, grad_t.data_ptr<scalar_t>(), time, &options_,
-                                      normaliser.divisor(), seq_mean};
+  AT_DISPATCH_FLOATING_TYPES(dtype, "FusedGrpoLoss", [&] {
+    const auto kernel = make_kernel<scalar_t>(p, lp, grad, options_, normaliser);
     // Rows in parallel, each range with its own partial sums, combined in range order (deterministic).
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(time, 1));
-    const int64_t ranges = (batch + grain - 1) / grain;
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.time, 1));
+    const int64_t ranges = (p.batch + grain - 1) / grain;
     std::vector<Partial> partials(static_cast<size_t>(ranges));
     at::parallel_for(0, ranges, 1, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
-        partials[static_cast<size_t>(r)] = kernel.rows(r * grain, std::min(batch, (r + 1) * grain));
+        partials[static_cast<size_t>(r)] = kernel.rows(r * grain, std::min(p.batch, (r + 1) * grain));
     });
-    for (const auto& p : partials) total.add(p);
+    for (const auto& part : partials) total.add(part);
   });
-  const double loss = total.loss, policy_sum = total.policy, kl_sum = total.kl, ent_sum = total.ent;
-  const double kl_tokens = total.kl_tokens, ent_tokens = total.ent_tokens, ppo_kl = total.ppo_kl;
-  const double n_low = total.low, n_high = total.high, n_region = total.region, n_pg = total.pg, count = total.count;
-  const double r_min = total.r_min, r_max = total.r_max, r_sum = total.r_sum;
-  const bool has_ref = ref_t.defined(), has_ent = ent_t.defined();
-
   LossOutput out;
-  out.loss = PrecomputedGradFunction::apply(in.log_probs, torch::scalar_tensor(loss, lp_t.options()), grad_t);
-  LossMetrics& m = out.metrics;
-  const double denom = std::max(count, 1.0);
-  m.loss = loss;
-  m.policy_loss = policy_sum;
-  m.num_tokens = count;
-  if (has_ref) {
-    m.kl_loss = kl_sum;
-    m.kl_mean = kl_tokens / denom;
+  out.loss = PrecomputedGradFunction::apply(in.log_probs, torch::scalar_tensor(total.loss, lp.options()), grad);
+  out.metrics = metrics_of(total, p.ref.defined(), p.ent.defined());
+  return out;
+}
+
+LossOutput FusedGrpoLoss::operator()(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                     const torch::Tensor& ids, const LossInputs& in, const Normaliser& normaliser,
+                                     const LinearLogProbOptions& linear) const {
+  constexpr const char* kWhat = "FusedGrpoLoss (hidden states)";
+  check_normaliser(options_.loss_type, normaliser);
+  GRPO_CHECK(hidden.defined() && hidden.dim() == 3, "{}: hidden must be [B, T, H], got shape {}", kWhat,
+             shape_str(hidden));
+  detail::check_floating(hidden, "hidden", kWhat);
+  GRPO_CHECK(weight.defined() && weight.dim() == 2 && weight.size(1) == hidden.size(2) && weight.size(0) > 0,
+             "{}: weight must be [V, H] with H = {} like hidden {}, got shape {}", kWhat, hidden.size(2),
+             shape_str(hidden), shape_str(weight));
+  GRPO_CHECK(weight.scalar_type() == hidden.scalar_type(), "{}: weight dtype {} differs from hidden dtype {}", kWhat,
+             c10::toString(weight.scalar_type()), c10::toString(hidden.scalar_type()));
+  GRPO_CHECK(ids.defined() && ids.sizes() == hidden.sizes().slice(0, 2),
+             "{}: ids must have the leading shape of hidden {} (without H), got shape {}", kWhat, shape_str(hidden),
+             shape_str(ids));
+  GRPO_CHECK(!in.log_probs.defined(), "{}: inputs.log_probs must be undefined (they are computed from hidden)",
+             kWhat);
+  GRPO_CHECK(linear.temperature > 0.0, "{}: temperature must be > 0, got {}", kWhat, linear.temperature);
+  detail::check_token_ids(ids, weight.size(0), kWhat);
+  const auto dtype = detail::log_prob_compute_dtype(hidden);
+  const Prepared p = prepare(options_, in, ids, "ids", dtype, kWhat);
+  const int64_t vocab = weight.size(0), n = p.batch * p.time;
+  const auto h = hidden.detach().reshape({n, hidden.size(2)}).contiguous();
+  const auto w = weight.detach().contiguous();
+  const auto flat_ids = ids.reshape({-1}).contiguous();
+  const bool need_hidden = hidden.requires_grad() && torch::GradMode::is_enabled();
+  const bool need_weight = weight.requires_grad() && torch::GradMode::is_enabled();
+  // Whole sequences per chunk, so that the loss kernel (GSPO's sequence weight) sees complete rows.
+  const int64_t rows_wanted = linear_log_prob_chunk_rows(linear, vocab, hidden.element_size());
+  const int64_t seqs = std::max<int64_t>(1, rows_wanted / std::max<int64_t>(p.time, 1));
+  auto lp = torch::empty({p.batch, p.time}, h.options().dtype(dtype));
+  auto g_lp = torch::empty({p.batch, p.time}, lp.options());
+  torch::Tensor grad_hidden, grad_weight;
+  if (need_hidden) grad_hidden = torch::empty({n, hidden.size(2)}, h.options());
+  if (need_weight) grad_weight = torch::zeros(w.sizes(), w.options().dtype(dtype));
+  auto buffer = torch::empty({std::min(seqs * p.time, std::max<int64_t>(n, 1)), vocab}, h.options());
+  Partial total;
+  for (int64_t b0 = 0; b0 < p.batch; b0 += seqs) {
+    const int64_t b1 = std::min(p.batch, b0 + seqs), r0 = b0 * p.time, rows = (b1 - b0) * p.time;
+    if (rows == 0) continue;
+    auto z = buffer.narrow(0, 0, rows);
+    auto h_c = h.narrow(0, r0, rows);
+    at::mm_out(z, h_c, w.t());
+    auto ids_c = flat_ids.narrow(0, r0, rows).unsqueeze(0);
+    auto stats = detail::rows_forward(z.unsqueeze(0), ids_c, linear.temperature, false);
+    lp.view({-1}).narrow(0, r0, rows).copy_(stats.log_probs);
+    AT_DISPATCH_FLOATING_TYPES(dtype, "FusedGrpoLoss", [&] {
+      total.add(make_kernel<scalar_t>(p, lp, g_lp, options_, normaliser).rows(b0, b1));
+    });
+    if (!need_hidden && !need_weight) continue;
+    detail::rows_backward(z.unsqueeze(0), ids_c, stats, g_lp.view({-1}).narrow(0, r0, rows), torch::Tensor(),
+                          linear.temperature, z.unsqueeze(0));
+    if (need_hidden) {
+      auto gh = grad_hidden.narrow(0, r0, rows);
+      at::mm_out(gh, z, w);
+    }
+    if (need_weight) {
+      if (z.scalar_type() == dtype) {
+        grad_weight.addmm_(z.t(), h_c);
+      } else {
+        grad_weight.addmm_(z.t().to(dtype), h_c.to(dtype));
+      }
+    }
   }
-  if (has_ent) {
-    m.entropy_loss = ent_sum;
-    m.entropy_mean = ent_tokens / denom;
+  LossOutput out;
+  auto value = torch::scalar_tensor(total.loss, lp.options());
+  if (need_hidden || need_weight) {
+    out.loss = PrecomputedLinearGradFunction::apply(
+        hidden, weight, value, need_hidden ? grad_hidden.view(hidden.sizes()) : torch::Tensor(),
+        need_weight ? grad_weight.to(weight.scalar_type()) : torch::Tensor());
+  } else {
+    out.loss = value;
   }
-  m.clip_ratio_low_mean = n_low / denom;
-  m.clip_ratio_high_mean = n_high / denom;
-  m.clip_ratio_region_mean = n_region / denom;
-  m.pg_clipfrac = n_pg / denom;
-  m.ppo_kl = ppo_kl / denom;
-  if (count > 0) {
-    m.ratio_min = r_min;
-    m.ratio_max = r_max;
-    m.ratio_mean = r_sum / count;
-  }
+  out.metrics = metrics_of(total, p.ref.defined(), p.ent.defined());
   return out;
 }
 

@@ -194,3 +194,62 @@ TEST_CASE("FusedGrpoLoss rejects options it does not fuse, naming them", "[logpr
   REQUIRE_THROWS_WITH(fused(in, grpo::Normaliser::sequences(2)), Catch::Contains("ref_log_probs"));
   REQUIRE_THROWS_AS(fused(in, grpo::Normaliser::tokens(6)), grpo::ConfigError);
 }
+
+TEST_CASE("FusedGrpoLoss from hidden states (gradients in forward) equals log-probs then loss",
+          "[logprob][fused_loss][linear]") {
+  torch::manual_seed(23);
+  const auto batch = make_batch(torch::kFloat64);
+  auto hidden = torch::randn({4, 6, 8}, torch::kFloat64);
+  auto weight = torch::randn({37, 8}, torch::kFloat64) * 0.5;
+  auto ids = torch::randint(0, 37, {4, 6}, torch::kInt64);
+  for (const auto& [name, options] : configurations()) {
+    // chunk_rows 12 = two sequences of 6 per chunk; 0 = all in one chunk.
+    for (int64_t chunk : {0, 12, 7}) {
+      INFO(name << " chunk_rows " << chunk);
+      const grpo::FusedGrpoLoss fused(options);
+      const grpo::LinearLogProbOptions linear{.temperature = 0.9, .chunk_rows = chunk};
+      auto run = [&](bool one_pass) {
+        auto h = hidden.clone().requires_grad_(true);
+        auto w = weight.clone().requires_grad_(true);
+        grpo::LossInputs in{.old_log_probs = batch.old, .ref_log_probs = batch.ref, .advantages = batch.adv,
+                            .mask = batch.mask, .entropy = batch.entropy};
+        grpo::LossOutput out;
+        if (one_pass) {
+          out = fused(h, w, ids, in, grpo::local_normaliser(options.loss_type, batch.mask, {.max_completion_length = 6}),
+                      linear);
+        } else {
+          in.log_probs = grpo::linear_token_log_probs(h, w, ids, linear).log_probs;
+          out = fused(in, fused.local_normaliser(in));
+        }
+        out.loss.backward();
+        return std::make_tuple(out, h.grad(), w.grad());
+      };
+      auto [expected, eh, ew] = run(false);
+      auto [actual, ah, aw] = run(true);
+      REQUIRE(actual.metrics.loss == Approx(expected.metrics.loss).epsilon(1e-12).margin(1e-12));
+      GRPO_REQUIRE_CLOSE(ah, eh, 1e-10, 1e-12);
+      GRPO_REQUIRE_CLOSE(aw, ew, 1e-10, 1e-12);
+      auto a = actual.metrics.items(), e = expected.metrics.items();
+      REQUIRE(a.size() == e.size());
+      for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i].second == Approx(e[i].second).epsilon(1e-12).margin(1e-12));
+    }
+  }
+  // float32 within 1e-4 of float64.
+  const grpo::FusedGrpoLoss fused(grpo::recipes::grpo());
+  auto grads = [&](torch::ScalarType dtype) {
+    auto h = hidden.to(dtype).requires_grad_(true);
+    auto w = weight.to(dtype).requires_grad_(true);
+    grpo::LossInputs in{.old_log_probs = batch.old.to(dtype), .ref_log_probs = batch.ref.to(dtype),
+                        .advantages = batch.adv.to(dtype), .mask = batch.mask};
+    fused(h, w, ids, in, grpo::Normaliser::sequences(4), {.chunk_rows = 12}).loss.backward();
+    return std::make_pair(h.grad().to(torch::kFloat64), w.grad().to(torch::kFloat64));
+  };
+  auto [h32, w32] = grads(torch::kFloat32);
+  auto [h64, w64] = grads(torch::kFloat64);
+  GRPO_REQUIRE_CLOSE(h32, h64, 1e-4, 1e-6);
+  GRPO_REQUIRE_CLOSE(w32, w64, 1e-4, 1e-6);
+  grpo::LossInputs in{.log_probs = torch::zeros({4, 6}), .ref_log_probs = batch.ref, .advantages = batch.adv,
+                      .mask = batch.mask};
+  REQUIRE_THROWS_WITH(fused(hidden, weight, ids, in, grpo::Normaliser::sequences(4)),
+                      Catch::Contains("inputs.log_probs must be undefined"));
+}

@@ -5,7 +5,8 @@
 //   K3 fused linear log-probs, no-grad (old/ref)   eager: mm + log_softmax + gather
 //   K4 fused linear log-probs, forward + backward  eager: the same through autograd
 //   K5 GRPO loss from log-probs, forward + backward  eager: TRL's dapo formula; also GrpoLoss
-//   K6 full loss step from hidden states: policy (grad) + reference (no grad) log-probs, loss, backward
+//   K6 full loss step from hidden states: policy (grad) + reference (no grad) log-probs, loss, backward; ours as
+//      linear_token_log_probs + FusedGrpoLoss ("fused") and as FusedGrpoLoss from hidden states ("fused_one_pass")
 // Counters: tokens/s; GB/s and the fraction of the one-read bandwidth (measured in this run) for K1, K2; GFLOP/s
 // and the fraction of torch::mm's rate on the same shapes (measured in this run) for K3, K4, K6; peak extra
 // resident memory beside its analytic bound.
@@ -246,7 +247,10 @@ void k5(benchmark::State& state, int64_t tokens, LossImpl impl) {
 
 // ---- K6: hidden states → loss → gradients -------------------------------------------------------------------------
 
-void k6(benchmark::State& state, Shape s, bool fused) {
+enum class StepImpl { eager, fused, fused_one_pass };
+
+void k6(benchmark::State& state, Shape s, StepImpl impl) {
+  const bool fused = impl != StepImpl::eager;
   auto in = make_linear(s);
   in.hidden.requires_grad_(true);
   in.weight.requires_grad_(true);
@@ -263,14 +267,19 @@ void k6(benchmark::State& state, Shape s, bool fused) {
     auto h = in.hidden.view({b, t, s.h});
     grpo::LossOutput out;
     if (fused) {
-      auto lp = grpo::linear_token_log_probs(h, in.weight, ids).log_probs;
       torch::Tensor ref;
       {
         torch::NoGradGuard no_grad;
         ref = grpo::linear_token_log_probs(h, in.ref_weight, ids).log_probs;
       }
-      grpo::LossInputs li{.log_probs = lp, .ref_log_probs = ref, .advantages = adv, .mask = mask};
-      out = fused_loss(li, fused_loss.local_normaliser(li));
+      grpo::LossInputs li{.ref_log_probs = ref, .advantages = adv, .mask = mask};
+      const auto normaliser = grpo::local_normaliser(options.loss_type, mask);
+      if (impl == StepImpl::fused_one_pass) {
+        out = fused_loss(h, in.weight, ids, li, normaliser);
+      } else {
+        li.log_probs = grpo::linear_token_log_probs(h, in.weight, ids).log_probs;
+        out = fused_loss(li, normaliser);
+      }
     } else {
       auto lp = eager_linear_log_probs(in.hidden, in.weight, in.ids).view({b, t});
       torch::Tensor ref;
@@ -286,8 +295,8 @@ void k6(benchmark::State& state, Shape s, bool fused) {
     in.hidden.mutable_grad() = torch::Tensor();
     in.weight.mutable_grad() = torch::Tensor();
   });
-  // policy 8 (ours, recompute) or 6 (eager) ·NHV, reference 2·NHV
-  linear_counters(state, s, (fused ? 10.0 : 8.0) * s.n * s.h * s.v, true);
+  // policy 8 (two-step: recompute in backward) or 6 (eager, one pass) ·NHV, reference 2·NHV
+  linear_counters(state, s, (impl == StepImpl::fused ? 10.0 : 8.0) * s.n * s.h * s.v, true);
   const int64_t chunk = grpo::linear_log_prob_chunk_rows({}, s.v, 4);
   const double grads = 4.0 * (s.v * s.h + s.n * s.h);
   state.counters["bound_extra_MiB"] = (fused ? 4.0 * std::min(chunk, s.n) * s.v + grads : 24.0 * s.n * s.v + grads) / kMiB;
@@ -335,8 +344,11 @@ void register_all() {
                                              [s, fused](benchmark::State& st) { k3(st, s, fused); }));
       configure(benchmark::RegisterBenchmark(shape_name("K4", impl, s, true, is_quick(s)).c_str(),
                                              [s, fused](benchmark::State& st) { k4(st, s, fused); }));
-      configure(benchmark::RegisterBenchmark(shape_name("K6", impl, s, true, is_quick(s)).c_str(),
-                                             [s, fused](benchmark::State& st) { k6(st, s, fused); }));
+    }
+    for (const auto& [name, impl] : std::vector<std::pair<const char*, StepImpl>>{
+             {"eager", StepImpl::eager}, {"fused", StepImpl::fused}, {"fused_one_pass", StepImpl::fused_one_pass}}) {
+      configure(benchmark::RegisterBenchmark(shape_name("K6", name, s, true, is_quick(s)).c_str(),
+                                             [s, impl = impl](benchmark::State& st) { k6(st, s, impl); }));
     }
   }
   for (int64_t tokens : {1024, 4096, 65536}) {

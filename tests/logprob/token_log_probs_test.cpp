@@ -5,6 +5,7 @@
 #include <support/tensor_testing.hpp>
 
 #include <cmath>
+#include <limits>
 
 using grpo::testing::autograd_grad;
 using grpo::testing::finite_difference_grad;
@@ -127,6 +128,16 @@ TEST_CASE("token_log_probs stays finite for huge logits and handles empty comple
   REQUIRE(torch::isfinite(out.entropy).all().item<bool>());
   (out.log_probs.sum() + out.entropy.sum()).backward();
   REQUIRE(torch::isfinite(leaf.grad()).all().item<bool>());
+
+  // −inf logits (a vocabulary mask): probability 0, no NaN in entropy or gradients. Row: [0, −inf, ln 3, −inf]
+  // gives p = (1/4, 0, 3/4, 0), log p(0) = −ln 4, H = −(¼ ln ¼ + ¾ ln ¾).
+  const float inf = std::numeric_limits<float>::infinity();
+  auto masked = torch::tensor({{0.0f, -inf, std::log(3.0f), -inf}}).unsqueeze(0).requires_grad_(true);
+  auto m = grpo::token_log_probs(masked, torch::tensor({{0}}, torch::kInt64), {.with_entropy = true});
+  REQUIRE(m.log_probs.item<float>() == Approx(-std::log(4.0)));
+  REQUIRE(m.entropy.item<float>() == Approx(-(0.25 * std::log(0.25) + 0.75 * std::log(0.75))));
+  (m.log_probs.sum() + m.entropy.sum()).backward();
+  REQUIRE(torch::isfinite(masked.grad()).all().item<bool>());
 
   auto empty = torch::zeros({3, 0, 11}).requires_grad_(true);
   auto none = grpo::token_log_probs(empty, torch::zeros({3, 0}, torch::kInt64), {.with_entropy = true});

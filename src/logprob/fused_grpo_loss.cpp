@@ -309,7 +309,9 @@ class PrecomputedLinearGradFunction : public torch::autograd::Function<Precomput
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     auto saved = ctx->get_saved_variables();
-    auto scale = [&](const torch::Tensor& g) { return g.defined() ? g * grad_outputs[0] : g; };
+    // Scaled in place: the stored gradients belong to this node and are used once, and a copy of grad_weight
+    // ([V, H]) would double the peak memory.
+    auto scale = [&](torch::Tensor g) { return g.defined() ? g.mul_(grad_outputs[0]) : g; };
     return {scale(saved[0]), scale(saved[1]), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

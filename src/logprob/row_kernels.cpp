@@ -6,7 +6,7 @@
 // per block, one sweep takes the max and one sweep sums exp(z − m) (and exp(z − m)·(z − m) for the entropy),
 // rescaling the running sums whenever the max grows (online softmax, Milakov & Gimelshein 2018).
 //
-// Vectorisation: the exp is a Cephes-style polynomial (range reduction by ln 2, degree-6 polynomial, 2^n built in
+// Vectorisation: the exp is a Cephes-style polynomial (range reduction by ln 2, degree-7 polynomial, 2^n built in
 // the exponent bits; max relative error ≈ 2 ulp) written on GCC vector types of 16 floats, and every reduction keeps
 // 16 independent partial sums, so no -ffast-math is needed. The float entry points
 // are compiled three times with GCC's target_clones (x86-64-v4 = AVX-512, x86-64-v3 = AVX2+FMA, and the baseline
@@ -22,7 +22,6 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>

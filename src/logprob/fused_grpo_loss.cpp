@@ -11,7 +11,6 @@
 #include <torch/torch.h>
 
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
@@ -334,7 +333,7 @@ LossOutput FusedGrpoLoss::operator()(const LossInputs& in, const Normaliser& nor
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.time, 1));
     const int64_t ranges = (p.batch + grain - 1) / grain;
     std::vector<Partial> partials(static_cast<size_t>(ranges));
-    at::parallel_for(0, ranges, 1, [&](int64_t r0, int64_t r1) {
+    detail::parallel_ranges(ranges, 1, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         partials[static_cast<size_t>(r)] = kernel.rows(r * grain, std::min(p.batch, (r + 1) * grain));
     });

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace grpo {
@@ -42,6 +43,21 @@ LogitsRows view_logits_rows(const torch::Tensor& logits) {
 
 int64_t row_grain(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(vocab, 1)); }
 
+void parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  const int64_t tasks = std::min<int64_t>(std::max(at::get_num_threads(), 1), (n + grain - 1) / std::max<int64_t>(grain, 1));
+  if (tasks <= 1) return fn(0, n);
+  const int64_t chunk = (n + tasks - 1) / tasks;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(tasks - 1));
+  for (int64_t t = 1; t < tasks; ++t) {
+    const int64_t begin = t * chunk, end = std::min(n, begin + chunk);
+    if (begin < end) threads.emplace_back([&fn, begin, end] { fn(begin, end); });
+  }
+  fn(0, std::min(n, chunk));
+  for (auto& thread : threads) thread.join();
+}
+
 RowStats rows_forward(const torch::Tensor& logits, const torch::Tensor& ids, double temperature, bool with_entropy) {
   const auto dtype = log_prob_compute_dtype(logits);
   const auto rows = view_logits_rows(logits);
@@ -62,7 +78,7 @@ RowStats rows_forward(const torch::Tensor& logits, const torch::Tensor& ids, dou
   args.lse = out.lse.data_ptr();
   args.log_probs = out.log_probs.data_ptr();
   args.entropy = with_entropy ? out.entropy.data_ptr() : nullptr;
-  at::parallel_for(0, rows.rows, row_grain(args.vocab), [&](int64_t b, int64_t e) { row_forward(args, b, e); });
+  parallel_ranges(rows.rows, row_grain(args.vocab), [&](int64_t b, int64_t e) { row_forward(args, b, e); });
   return out;
 }
 
@@ -90,7 +106,7 @@ void rows_backward(const torch::Tensor& logits, const torch::Tensor& ids, const 
   args.grad_entropy = use_entropy ? g_h.data_ptr() : nullptr;
   args.grad = grad.data_ptr();
   args.grad_layout = view_logits_rows(grad).layout;
-  at::parallel_for(0, rows.rows, row_grain(args.vocab), [&](int64_t b, int64_t e) { row_backward(args, b, e); });
+  parallel_ranges(rows.rows, row_grain(args.vocab), [&](int64_t b, int64_t e) { row_backward(args, b, e); });
 }
 
 }  // namespace detail

@@ -6,7 +6,7 @@
 //
 // One fused pass per row (src/logprob/row_kernels.cpp): the row is read once, in L1-sized blocks, computing the
 // online max and Σ exp(z − m) (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"), the target
-// logit and, when asked, Σ p·log p, with a vectorised polynomial exp; rows run in parallel (at::parallel_for).
+// logit and, when asked, Σ p·log p, with a vectorised polynomial exp; rows run in parallel on at::get_num_threads() threads.
 // Extra memory is O(rows) (the per-row logsumexp), never O(B·T·V). A custom autograd function backpropagates with
 //   ∂ log p(y)/∂x = (onehot(y) − softmax(z)) / temperature
 //   ∂ H/∂x        = −softmax(z) ⊙ (log softmax(z) + H) / temperature

@@ -29,16 +29,6 @@ Batch make_batch(int64_t tokens) {
   return x;
 }
 
-/// TRL's _compute_loss for loss_type dapo with β > 0, written the plain way.
-torch::Tensor eager_loss(const Batch& x, double eps_low, double eps_high, double beta) {
-  auto ratio = torch::exp(x.lp - x.old);
-  auto adv = x.adv.unsqueeze(1);
-  auto per_token = -torch::min(ratio * adv, torch::clamp(ratio, 1 - eps_low, 1 + eps_high) * adv);
-  auto delta = x.ref - x.lp;
-  per_token = per_token + beta * (torch::exp(delta) - delta - 1);
-  return (per_token * x.mask).sum() / x.mask.sum().clamp_min(1);
-}
-
 void run(benchmark::State& state, bool ours, bool backward) {
   const int64_t tokens = state.range(0);
   auto x = make_batch(tokens);
@@ -51,7 +41,7 @@ void run(benchmark::State& state, bool ours, bool backward) {
   int64_t peak = 0;
   for (auto _ : state) {
     grpo::bench::PeakMemory memory;
-    auto value = ours ? loss(inputs, normaliser).loss : eager_loss(x, 0.2, 0.28, 0.04);
+    auto value = ours ? loss(inputs, normaliser).loss : grpo::bench::eager_dapo_loss(x.lp, x.old, x.ref, x.adv, x.mask, 0.2, 0.28, 0.04);
     if (backward) {
       value.backward();
       x.lp.mutable_grad() = torch::Tensor();

@@ -4,6 +4,7 @@
 
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
+#include <torch/torch.h>
 
 #include <cstdint>
 #include <fstream>
@@ -36,6 +37,19 @@ class PeakMemory {
  private:
   int64_t base_ = 0;
 };
+
+/// TRL's _compute_loss for loss_type dapo (clipped surrogate + β·k3 KL, token mean), written the plain eager way: the
+/// baseline of the loss benchmarks. lp, old, ref, mask [B, T]; adv [B].
+inline torch::Tensor eager_dapo_loss(const torch::Tensor& lp, const torch::Tensor& old, const torch::Tensor& ref,
+                                     const torch::Tensor& adv, const torch::Tensor& mask, double eps_low,
+                                     double eps_high, double beta) {
+  auto ratio = torch::exp(lp - old);
+  auto a = adv.unsqueeze(1);
+  auto per_token = -torch::min(ratio * a, torch::clamp(ratio, 1 - eps_low, 1 + eps_high) * a);
+  auto delta = ref - lp;
+  per_token = per_token + beta * (torch::exp(delta) - delta - 1);
+  return (per_token * mask).sum() / mask.sum().clamp_min(1);
+}
 
 /// LibTorch sizes its pool to the physical cores (1 on a 2-vCPU VM); benchmarks use every hardware thread.
 inline void use_all_hardware_threads() {

@@ -6,6 +6,8 @@
 #include <grpo/core/json_quote.hpp>
 #include <grpo/core/tensor_checks.hpp>
 
+#include <grpo/logprob/fused_grpo_loss.hpp>
+#include <grpo/logprob/linear_log_probs.hpp>
 #include <grpo/logprob/token_log_probs.hpp>
 
 #include <grpo/advantage/group_advantage.hpp>

@@ -5,6 +5,7 @@
 #include <support/tensor_testing.hpp>
 
 #include <cmath>
+#include <limits>
 
 using grpo::testing::autograd_grad;
 using grpo::testing::finite_difference_grad;
@@ -31,7 +32,7 @@ RowStats row_by_hand(const double* x, int64_t vocab, int64_t y, double temperatu
 
 }  // namespace
 
-TEST_CASE("token_log_probs matches a double-precision loop for every chunk size and temperature", "[logprob]") {
+TEST_CASE("token_log_probs matches a double-precision loop for every temperature", "[logprob]") {
   torch::manual_seed(1);
   auto logits = torch::randn({3, 5, 37}, torch::kFloat64) * 3;
   auto ids = torch::randint(0, 37, {3, 5}, torch::kInt64);
@@ -46,14 +47,11 @@ TEST_CASE("token_log_probs matches a double-precision loop for every chunk size 
         expected_h[b][t] = r.entropy;
       }
     }
-    for (int64_t chunk : {0, 1, 2, 7}) {
-      auto out = grpo::token_log_probs(logits, ids, {.temperature = temperature, .chunk_rows = chunk, .with_entropy = true});
-      REQUIRE(out.log_probs.scalar_type() == torch::kFloat64);
-      GRPO_REQUIRE_CLOSE(out.log_probs, expected_lp, 1e-12, 1e-12);
-      GRPO_REQUIRE_CLOSE(out.entropy, expected_h, 1e-12, 1e-12);
-      GRPO_REQUIRE_CLOSE(grpo::token_entropy(logits, {.temperature = temperature, .chunk_rows = chunk}), expected_h,
-                         1e-12, 1e-12);
-    }
+    auto out = grpo::token_log_probs(logits, ids, {.temperature = temperature, .with_entropy = true});
+    REQUIRE(out.log_probs.scalar_type() == torch::kFloat64);
+    GRPO_REQUIRE_CLOSE(out.log_probs, expected_lp, 1e-12, 1e-12);
+    GRPO_REQUIRE_CLOSE(out.entropy, expected_h, 1e-12, 1e-12);
+    GRPO_REQUIRE_CLOSE(grpo::token_entropy(logits, {.temperature = temperature}), expected_h, 1e-12, 1e-12);
     GRPO_REQUIRE_CLOSE(grpo::token_log_probs_reference(logits, ids, temperature), expected_lp, 1e-12, 1e-12);
     GRPO_REQUIRE_CLOSE(grpo::token_entropy_reference(logits, temperature), expected_h, 1e-12, 1e-12);
   }
@@ -68,7 +66,7 @@ TEST_CASE("token_log_probs gradient equals finite differences (float64), log-pro
   auto w_h = torch::randn({2, 3}, torch::kFloat64);
   for (double temperature : {1.0, 0.6}) {
     auto f = [&](const torch::Tensor& x) {
-      auto out = grpo::token_log_probs(x, ids, {.temperature = temperature, .chunk_rows = 2, .with_entropy = true});
+      auto out = grpo::token_log_probs(x, ids, {.temperature = temperature, .with_entropy = true});
       return (out.log_probs * w_lp).sum() + (out.entropy * w_h).sum();
     };
     GRPO_REQUIRE_CLOSE(autograd_grad(f, logits), finite_difference_grad(f, logits), 1e-6, 1e-8);
@@ -90,7 +88,7 @@ TEST_CASE("token_log_probs in float32 agrees with the eager reference in values 
   auto g = torch::randn({4, 9});
   auto ours = logits.clone().requires_grad_(true);
   auto ref = logits.clone().requires_grad_(true);
-  auto out = grpo::token_log_probs(ours, ids, {.temperature = 0.9, .chunk_rows = 5});
+  auto out = grpo::token_log_probs(ours, ids, {.temperature = 0.9});
   auto expected = grpo::token_log_probs_reference(ref, ids, 0.9);
   GRPO_REQUIRE_CLOSE(out.log_probs, expected, 1e-5, 1e-5);
   (out.log_probs * g).sum().backward();
@@ -131,6 +129,16 @@ TEST_CASE("token_log_probs stays finite for huge logits and handles empty comple
   (out.log_probs.sum() + out.entropy.sum()).backward();
   REQUIRE(torch::isfinite(leaf.grad()).all().item<bool>());
 
+  // −inf logits (a vocabulary mask): probability 0, no NaN in entropy or gradients. Row: [0, −inf, ln 3, −inf]
+  // gives p = (1/4, 0, 3/4, 0), log p(0) = −ln 4, H = −(¼ ln ¼ + ¾ ln ¾).
+  const float inf = std::numeric_limits<float>::infinity();
+  auto masked = torch::tensor({{0.0f, -inf, std::log(3.0f), -inf}}).unsqueeze(0).requires_grad_(true);
+  auto m = grpo::token_log_probs(masked, torch::tensor({{0}}, torch::kInt64), {.with_entropy = true});
+  REQUIRE(m.log_probs.item<float>() == Approx(-std::log(4.0)));
+  REQUIRE(m.entropy.item<float>() == Approx(-(0.25 * std::log(0.25) + 0.75 * std::log(0.75))));
+  (m.log_probs.sum() + m.entropy.sum()).backward();
+  REQUIRE(torch::isfinite(masked.grad()).all().item<bool>());
+
   auto empty = torch::zeros({3, 0, 11}).requires_grad_(true);
   auto none = grpo::token_log_probs(empty, torch::zeros({3, 0}, torch::kInt64), {.with_entropy = true});
   REQUIRE(none.log_probs.sizes() == torch::IntArrayRef({3, 0}));
@@ -153,4 +161,61 @@ TEST_CASE("token_log_probs rejects bad arguments with messages naming them", "[l
                       Catch::Contains("temperature must be > 0"));
   REQUIRE_THROWS_WITH(grpo::token_entropy(torch::zeros({5})), Catch::Contains("got shape [5]"));
   REQUIRE_THROWS_WITH(grpo::token_entropy(torch::zeros({2, 5}, torch::kInt64)), Catch::Contains("floating-point"));
+}
+
+TEST_CASE("token_log_probs in float32 is within 1e-4 of float64 for any V, with entropy and masked rows",
+          "[logprob][accuracy]") {
+  torch::manual_seed(5);
+  // V around the vector width (16) and the kernel's block (2048) exercises the padded tails and the online rescale.
+  for (int64_t vocab : {1, 15, 17, 2047, 2049, 5003}) {
+    INFO("V = " << vocab);
+    auto logits = torch::randn({3, 4, vocab}, torch::kFloat64) * 5;
+    logits[1][2] += torch::linspace(-30, 30, vocab, torch::kFloat64);  // a drifting max across blocks
+    auto ids = torch::randint(0, vocab, {3, 4}, torch::kInt64);
+    auto g = torch::randn({3, 4}, torch::kFloat64);
+    auto g_h = torch::randn({3, 4}, torch::kFloat64);
+    g[0].zero_();  // a masked sequence: both gradients 0, the kernel writes zeros without the exp pass
+    g_h[0].zero_();
+    auto run = [&](torch::ScalarType dtype) {
+      auto x = logits.to(dtype).requires_grad_(true);
+      auto out = grpo::token_log_probs(x, ids, {.temperature = 0.7, .with_entropy = true});
+      ((out.log_probs * g.to(out.log_probs.scalar_type())).sum() +
+       (out.entropy * g_h.to(out.log_probs.scalar_type())).sum())
+          .backward();
+      return std::vector<torch::Tensor>{out.log_probs.to(torch::kFloat64), out.entropy.to(torch::kFloat64),
+                                        x.grad().to(torch::kFloat64)};
+    };
+    auto f32 = run(torch::kFloat32), f64 = run(torch::kFloat64);
+    GRPO_REQUIRE_CLOSE(f32[0], f64[0], 1e-4, 1e-4);
+    GRPO_REQUIRE_CLOSE(f32[1], f64[1], 1e-4, 1e-4);
+    GRPO_REQUIRE_CLOSE(f32[2], f64[2], 1e-4, 1e-6);
+    REQUIRE(f32[2][0].abs().max().item<double>() == 0.0);
+  }
+}
+
+TEST_CASE("token_log_probs can write the gradient into the logits themselves", "[logprob][inplace]") {
+  torch::manual_seed(6);
+  auto base = torch::randn({2, 3, 101});
+  auto ids = torch::randint(0, 101, {2, 3}, torch::kInt64);
+  auto g = torch::randn({2, 3});
+  auto run = [&](bool overwrite) {
+    auto x = base.clone().requires_grad_(true);
+    auto logits = x * 2.0;  // an intermediate, like the output of lm_head (mul by a constant does not save it)
+    auto out = grpo::token_log_probs(logits, ids, {.temperature = 1.3, .with_entropy = true,
+                                                   .overwrite_logits_in_backward = overwrite});
+    ((out.log_probs * g).sum() + out.entropy.sum()).backward();
+    return std::make_pair(x.grad(), logits.detach());
+  };
+  auto [grad_copy, logits_kept] = run(false);
+  auto [grad_inplace, logits_overwritten] = run(true);
+  GRPO_REQUIRE_CLOSE(grad_inplace, grad_copy, 0.0, 0.0);
+  GRPO_REQUIRE_CLOSE(logits_kept, base * 2.0, 0.0, 0.0);
+  GRPO_REQUIRE_CLOSE(logits_overwritten, grad_copy / 2.0, 1e-6, 1e-7);  // the buffer now holds ∂L/∂logits
+
+  // An op that saved the logits for its own backward fails loudly instead of reading gradients.
+  auto x = base.clone().requires_grad_(true);
+  auto logits = x * 2.0;
+  auto squared = (logits * logits).sum();  // saves logits
+  auto lp = grpo::token_log_probs(logits, ids, {.overwrite_logits_in_backward = true}).log_probs.sum();
+  REQUIRE_THROWS(torch::autograd::backward({lp + squared}));
 }

@@ -4,12 +4,14 @@
 // Shapes: logits [B, T, V] (or [N, V]); ids [B, T] (or [N]) int64 in [0, V). B sequences, T tokens, V vocabulary.
 // Temperature is applied exactly as the sampler applies it: z = logits / temperature (a division, as TRL does).
 //
-// The training path works on row chunks: per chunk it computes max, logsumexp, the target logit and, when asked,
-// Σ softmax(z)·z, so extra memory is O(chunk_rows · V) instead of the O(B·T·V) of log_softmax + gather. A custom
-// autograd function backpropagates with
+// One fused pass per row (src/logprob/row_kernels.cpp): the row is read once, in L1-sized blocks, computing the
+// online max and Σ exp(z − m) (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"), the target
+// logit and, when asked, Σ p·log p, with a vectorised polynomial exp; rows run in parallel on at::get_num_threads() threads.
+// Extra memory is O(rows) (the per-row logsumexp), never O(B·T·V). A custom autograd function backpropagates with
 //   ∂ log p(y)/∂x = (onehot(y) − softmax(z)) / temperature
 //   ∂ H/∂x        = −softmax(z) ⊙ (log softmax(z) + H) / temperature
-// recomputing softmax chunk by chunk from the saved per-row logsumexp.
+// in one more pass per row (softmax recomputed from the saved logsumexp), into a new buffer or, when asked, into
+// the logits themselves. Rows whose incoming gradients are zero (masked tokens) skip the exp pass.
 #pragma once
 
 #include <torch/torch.h>
@@ -21,10 +23,14 @@ namespace grpo {
 struct TokenLogProbOptions {
   /// Sampling temperature (> 0); logits are divided by it before the softmax.
   double temperature = 1.0;
-  /// Rows per chunk; 0 picks a chunk of about 4 MiB of fp32 logits (at least one row).
-  int64_t chunk_rows = 0;
   /// Also return the per-token entropy H = logsumexp(z) − Σ softmax(z)·z (differentiable).
   bool with_entropy = false;
+  /// Write the logits' gradient into the logits tensor itself during backward (Liger's and flash-attn's
+  /// `inplace_backward`): saves one [B, T, V] buffer. The logits are destroyed, so use it only when nothing reads
+  /// them after the backward, e.g. logits that come straight out of a matmul (whose backward does not need its
+  /// output). Their version counter is bumped, so another op that saved them fails loudly instead of reading
+  /// gradients.
+  bool overwrite_logits_in_backward = false;
 };
 
 /// Result of token_log_probs: log_probs [B, T]; entropy [B, T] when requested, else undefined.
@@ -34,13 +40,13 @@ struct TokenLogProbs {
   torch::Tensor entropy;
 };
 
-/// log softmax(logits / temperature) gathered at ids, computed chunk by chunk with a memory-bounded backward.
+/// log softmax(logits / temperature) gathered at ids, fused (one pass per row), with a memory-bounded backward.
 /// logits [B, T, V] or [N, V], floating point; ids of the leading shape, int64 in [0, V) (put any valid id, e.g. 0,
 /// at padded positions and mask them later). Throws grpo::Error naming the shapes or the first out-of-range id.
 TokenLogProbs token_log_probs(const torch::Tensor& logits, const torch::Tensor& ids,
                               const TokenLogProbOptions& options = {});
 
-/// Entropy of softmax(logits / temperature) per row: [B, T] (or [N]); chunked, differentiable, fp32 or fp64.
+/// Entropy of softmax(logits / temperature) per row: [B, T] (or [N]); fused, differentiable, fp32 or fp64.
 torch::Tensor token_entropy(const torch::Tensor& logits, const TokenLogProbOptions& options = {});
 
 /// Plain eager reference: log_softmax(logits / temperature) then gather (materialises [B, T, V]). For tests and
@@ -50,5 +56,9 @@ torch::Tensor token_log_probs_reference(const torch::Tensor& logits, const torch
 
 /// Plain eager reference entropy: −Σ softmax(z)·log_softmax(z), z = logits / temperature (materialises [B, T, V]).
 torch::Tensor token_entropy_reference(const torch::Tensor& logits, double temperature = 1.0);
+
+/// The instruction set the fused float kernels were dispatched to on this CPU: "x86-64-v4 (AVX-512)",
+/// "x86-64-v3 (AVX2+FMA)" or "baseline" (the library's compile flags). For benchmark and bug reports.
+const char* log_prob_kernel_isa();
 
 }  // namespace grpo

@@ -5,6 +5,7 @@
 
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
+#include <grpo/logprob/linear_log_probs.hpp>
 #include <grpo/logprob/token_log_probs.hpp>
 #include <grpo/policy/causal_lm_concepts.hpp>
 #include <grpo/policy/rollout.hpp>
@@ -31,12 +32,14 @@ struct PolicyOptions {
   double temperature = 1.0;
   /// Sequences per forward pass (bounds the [chunk, T, V] logits held at once); 0 = the whole batch.
   int64_t chunk_sequences = 8;
-  /// Rows per chunk inside token_log_probs (0 = automatic).
+  /// Models with hidden states (fused path): rows of logits computed at once inside linear_token_log_probs
+  /// (0 = automatic, about 128 MiB of logits). Unused for models that only return logits.
   int64_t chunk_rows = 0;
 };
 
 /// A policy: any model meeting CausalLanguageModel, plus temperature and chunking. Models that expose hidden states
-/// (ExposesHiddenStates) get logits computed only at completion positions.
+/// (ExposesHiddenStates, e.g. models::CausalLM) get the fused linear log-prob path (linear_log_probs.hpp): log-probs
+/// from the completion positions' hidden states and the lm_head weight, never holding more than one chunk of logits.
 template <typename ModelType>
 class Policy {
   static_assert(CausalLanguageModel<ModelType>,
@@ -66,17 +69,19 @@ class Policy {
     for (int64_t start = 0; start < batch; start += chunk) {
       const int64_t rows = std::min(chunk, batch - start);
       auto chunk_ids = ids.narrow(0, start, rows), chunk_mask = mask.narrow(0, start, rows);
-      torch::Tensor logits;
+      const auto completion_ids = rollout.completion_ids.narrow(0, start, rows);
+      TokenLogProbs out;
       if constexpr (ExposesHiddenStates<ModelType>) {
         auto hidden = model_->hidden_states(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
-        logits = torch::matmul(hidden, model_->lm_head_weight().t());
+        out = linear_token_log_probs(hidden, model_->lm_head_weight(), completion_ids,
+                                     {.temperature = options_.temperature,
+                                      .chunk_rows = options_.chunk_rows,
+                                      .with_entropy = with_entropy});
       } else {
-        logits = model_->forward(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
+        auto logits = model_->forward(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
+        out = grpo::token_log_probs(logits, completion_ids,
+                                    {.temperature = options_.temperature, .with_entropy = with_entropy});
       }
-      auto out = grpo::token_log_probs(logits, rollout.completion_ids.narrow(0, start, rows),
-                                       {.temperature = options_.temperature,
-                                        .chunk_rows = options_.chunk_rows,
-                                        .with_entropy = with_entropy});
       log_probs.push_back(out.log_probs);
       if (with_entropy) entropies.push_back(out.entropy);
     }

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fused per-token log-probs and entropy from logits with a custom autograd backward (see token_log_probs.hpp).
+#include "row_stats.hpp"
+
+#include <grpo/core/tensor_checks.hpp>
+#include <grpo/logprob/token_log_probs.hpp>
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace grpo {
+namespace detail {
+
+void check_token_ids(const torch::Tensor& ids, int64_t vocab, const char* what) {
+  GRPO_CHECK(ids.scalar_type() == torch::kInt64, "{}: ids must be int64, got {}", what,
+             c10::toString(ids.scalar_type()));
+  if (ids.numel() == 0) return;
+  auto bad = (ids < 0).logical_or_(ids >= vocab).reshape({-1});
+  if (!bad.any().item<bool>()) return;
+  int64_t flat = bad.nonzero()[0][0].item<int64_t>();
+  const int64_t value = ids.reshape({-1})[flat].item<int64_t>();
+  std::string index;
+  for (int64_t d = ids.dim() - 1; d >= 0; --d) {
+    index = std::to_string(flat % ids.size(d)) + (index.empty() ? "" : ", ") + index;
+    flat /= ids.size(d);
+  }
+  GRPO_CHECK(false, "{}: ids[{}] = {} is outside the vocabulary [0, {})", what, index, value, vocab);
+}
+
+LogitsRows view_logits_rows(const torch::Tensor& logits) {
+  LogitsRows r;
+  r.rows = logits.size(0) * logits.size(1);
+  r.layout.rows_per_batch = std::max<int64_t>(logits.size(1), 1);
+  r.layout.batch_stride = logits.stride(0);
+  r.layout.row_stride = logits.stride(1);
+  return r;
+}
+
+int64_t row_grain(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(vocab, 1)); }
+
+void parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  const int64_t tasks = std::min<int64_t>(std::max(at::get_num_threads(), 1), (n + grain - 1) / std::max<int64_t>(grain, 1));
+  if (tasks <= 1) return fn(0, n);
+  const int64_t chunk = (n + tasks - 1) / tasks;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(tasks - 1));
+  for (int64_t t = 1; t < tasks; ++t) {
+    const int64_t begin = t * chunk, end = std::min(n, begin + chunk);
+    if (begin < end) threads.emplace_back([&fn, begin, end] { fn(begin, end); });
+  }
+  fn(0, std::min(n, chunk));
+  for (auto& thread : threads) thread.join();
+}
+
+RowStats rows_forward(const torch::Tensor& logits, const torch::Tensor& ids, double temperature, bool with_entropy) {
+  const auto dtype = log_prob_compute_dtype(logits);
+  const auto rows = view_logits_rows(logits);
+  auto opts = logits.options().dtype(dtype);
+  RowStats out;
+  out.log_probs = torch::empty({rows.rows}, opts);
+  out.lse = torch::empty({rows.rows}, opts);
+  if (with_entropy) out.entropy = torch::empty({rows.rows}, opts);
+  if (rows.rows == 0) return out;
+  const auto ids_c = ids.contiguous();
+  RowForwardArgs args;
+  args.logits = logits.data_ptr();
+  args.dtype = logits.scalar_type();
+  args.layout = rows.layout;
+  args.vocab = logits.size(2);
+  args.ids = ids_c.data_ptr<int64_t>();
+  args.inv_temperature = 1.0 / temperature;
+  args.lse = out.lse.data_ptr();
+  args.log_probs = out.log_probs.data_ptr();
+  args.entropy = with_entropy ? out.entropy.data_ptr() : nullptr;
+  parallel_ranges(rows.rows, row_grain(args.vocab), [&](int64_t b, int64_t e) { row_forward(args, b, e); });
+  return out;
+}
+
+void rows_backward(const torch::Tensor& logits, const torch::Tensor& ids, const RowStats& stats,
+                   const torch::Tensor& grad_log_probs, const torch::Tensor& grad_entropy, double temperature,
+                   const torch::Tensor& grad) {
+  const auto rows = view_logits_rows(logits);
+  if (rows.rows == 0) return;
+  const auto dtype = stats.lse.scalar_type();
+  const auto ids_c = ids.contiguous();
+  torch::Tensor g_lp, g_h;
+  if (grad_log_probs.defined()) g_lp = grad_log_probs.reshape({-1}).to(dtype).contiguous();
+  const bool use_entropy = grad_entropy.defined() && stats.entropy.defined();
+  if (use_entropy) g_h = grad_entropy.reshape({-1}).to(dtype).contiguous();
+  RowBackwardArgs args;
+  args.logits = logits.data_ptr();
+  args.dtype = logits.scalar_type();
+  args.layout = rows.layout;
+  args.vocab = logits.size(2);
+  args.ids = ids_c.data_ptr<int64_t>();
+  args.inv_temperature = 1.0 / temperature;
+  args.lse = stats.lse.data_ptr();
+  args.entropy = use_entropy ? stats.entropy.data_ptr() : nullptr;
+  args.grad_log_probs = g_lp.defined() ? g_lp.data_ptr() : nullptr;
+  args.grad_entropy = use_entropy ? g_h.data_ptr() : nullptr;
+  args.grad = grad.data_ptr();
+  args.grad_layout = view_logits_rows(grad).layout;
+  parallel_ranges(rows.rows, row_grain(args.vocab), [&](int64_t b, int64_t e) { row_backward(args, b, e); });
+}
+
+}  // namespace detail
+
+namespace {
+
+class FusedLogProbFunction : public torch::autograd::Function<FusedLogProbFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                                                const torch::Tensor& ids, double temperature, bool with_entropy,
+                                                bool overwrite_logits) {
+    auto stats = detail::rows_forward(logits, ids, temperature, with_entropy);
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["overwrite_logits"] = overwrite_logits;
+    ctx->save_for_backward({logits, ids, stats.lse, with_entropy ? stats.entropy : torch::Tensor()});
+    const auto lead = logits.sizes().slice(0, 2);
+    if (with_entropy) return {stats.log_probs.view(lead), stats.entropy.view(lead)};
+    return {stats.log_probs.view(lead)};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto saved = ctx->get_saved_variables();
+    const auto& logits = saved[0];
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    const bool overwrite = ctx->saved_data["overwrite_logits"].toBool();
+    detail::RowStats stats;
+    stats.lse = saved[2];
+    stats.entropy = saved[3];
+    auto grad_entropy = grad_outputs.size() > 1 ? grad_outputs[1] : torch::Tensor();
+    torch::Tensor grad;
+    if (overwrite) {
+      grad = logits;
+      // Anything else that saved these logits for its backward now fails loudly instead of reading gradients.
+      grad.unsafeGetTensorImpl()->bump_version();
+    } else {
+      grad = torch::empty(logits.sizes(), logits.options());
+    }
+    detail::rows_backward(logits, saved[1], stats, grad_outputs[0], grad_entropy, temperature, grad);
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+/// Validates and views logits as [B, T, V] (last dim contiguous) and ids as [B, T].
+struct Prepared {
+  torch::Tensor logits, ids;
+  std::vector<int64_t> lead_shape;
+};
+
+Prepared prepare(const torch::Tensor& logits, const torch::Tensor& ids, const char* what, bool need_ids,
+                 double temperature) {
+  GRPO_CHECK(logits.defined() && (logits.dim() == 3 || logits.dim() == 2),
+             "{}: logits must be [B, T, V] or [N, V], got shape {}", what, shape_str(logits));
+  detail::check_floating(logits, "logits", what);
+  GRPO_CHECK(temperature > 0.0, "{}: temperature must be > 0, got {}", what, temperature);
+  Prepared p;
+  p.logits = logits.dim() == 2 ? logits.unsqueeze(0) : logits;
+  if (p.logits.stride(2) != 1) p.logits = p.logits.contiguous();
+  p.lead_shape.assign(logits.sizes().begin(), logits.sizes().end() - 1);
+  if (!need_ids) return p;
+  GRPO_CHECK(ids.defined() && ids.sizes() == logits.sizes().slice(0, logits.dim() - 1),
+             "{}: ids must have the leading shape of logits {} (without V), got shape {}", what, shape_str(logits),
+             shape_str(ids));
+  detail::check_token_ids(ids, logits.size(-1), what);
+  p.ids = ids.dim() == 1 ? ids.unsqueeze(0) : ids;
+  return p;
+}
+
+}  // namespace
+
+TokenLogProbs token_log_probs(const torch::Tensor& logits, const torch::Tensor& ids,
+                              const TokenLogProbOptions& options) {
+  auto p = prepare(logits, ids, "token_log_probs", /*need_ids=*/true, options.temperature);
+  auto outs = FusedLogProbFunction::apply(p.logits, p.ids, options.temperature, options.with_entropy,
+                                         options.overwrite_logits_in_backward);
+  TokenLogProbs result;
+  result.log_probs = outs[0].view(p.lead_shape);
+  if (options.with_entropy) result.entropy = outs[1].view(p.lead_shape);
+  return result;
+}
+
+torch::Tensor token_entropy(const torch::Tensor& logits, const TokenLogProbOptions& options) {
+  auto p = prepare(logits, {}, "token_entropy", /*need_ids=*/false, options.temperature);
+  // Entropy alone still runs the shared kernel; target id 0 is always valid and its log-prob is discarded.
+  auto ids = torch::zeros({p.logits.size(0), p.logits.size(1)}, logits.options().dtype(torch::kInt64));
+  auto outs = FusedLogProbFunction::apply(p.logits, ids, options.temperature, /*with_entropy=*/true,
+                                         options.overwrite_logits_in_backward);
+  return outs[1].view(p.lead_shape);
+}
+
+torch::Tensor token_log_probs_reference(const torch::Tensor& logits, const torch::Tensor& ids, double temperature) {
+  auto p = prepare(logits, ids, "token_log_probs_reference", /*need_ids=*/true, temperature);
+  auto z = logits.to(detail::log_prob_compute_dtype(logits)) / temperature;
+  return torch::log_softmax(z, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1);
+}
+
+torch::Tensor token_entropy_reference(const torch::Tensor& logits, double temperature) {
+  prepare(logits, {}, "token_entropy_reference", /*need_ids=*/false, temperature);
+  auto log_p = torch::log_softmax(logits.to(detail::log_prob_compute_dtype(logits)) / temperature, -1);
+  return -(log_p.exp() * log_p).sum(-1);
+}
+
+}  // namespace grpo

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <grpo/logprob/fused_grpo_loss.hpp>
+#include <grpo/logprob/linear_log_probs.hpp>
+#include <grpo/loss/recipes.hpp>
+
+#include <catch2/catch.hpp>
+#include <support/tensor_testing.hpp>
+
+#include <string>
+#include <vector>
+
+using grpo::testing::autograd_grad;
+using grpo::testing::finite_difference_grad;
+
+namespace {
+
+/// A ragged batch: 4 sequences of up to 6 tokens, the last one empty; old log-probs off by up to ±0.5 so that
+/// every clip branch is taken; ref log-probs for the KL term.
+struct Batch {
+  torch::Tensor lp, old, ref, adv, mask, entropy;
+};
+Batch make_batch(torch::ScalarType dtype) {
+  torch::manual_seed(21);
+  Batch b;
+  b.lp = (-torch::rand({4, 6}, torch::kFloat64) * 3).to(dtype);
+  b.old = (b.lp.to(torch::kFloat64) + (torch::rand({4, 6}, torch::kFloat64) - 0.5)).to(dtype);
+  b.ref = (b.lp.to(torch::kFloat64) + (torch::rand({4, 6}, torch::kFloat64) - 0.5) * 0.4).to(dtype);
+  b.adv = torch::tensor({1.3, -0.7, 0.4, 2.0}, torch::kFloat64).to(dtype);
+  b.mask = torch::tensor({{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 0}, {0, 0, 0, 0, 0, 0}});
+  b.entropy = (torch::rand({4, 6}, torch::kFloat64) * 2).to(dtype);
+  return b;
+}
+
+std::vector<std::pair<std::string, grpo::GrpoLossOptions>> configurations() {
+  std::vector<std::pair<std::string, grpo::GrpoLossOptions>> out = {
+      {"grpo", grpo::recipes::grpo()},     {"dapo", grpo::recipes::dapo()}, {"dr_grpo", grpo::recipes::dr_grpo(6)},
+      {"gspo", grpo::recipes::gspo()},     {"cispo", grpo::recipes::cispo()},
+  };
+  auto bnpo = grpo::recipes::dapo();
+  bnpo.loss_type = grpo::LossType::bnpo;
+  bnpo.beta = 0.1;
+  bnpo.kl.estimator = grpo::KlEstimator::low_var_kl;
+  out.emplace_back("bnpo + low_var_kl", bnpo);
+  auto gspo_wide = grpo::recipes::gspo();  // GSPO with a clip range the sequence ratios fall inside
+  gspo_wide.policy.epsilon_low = gspo_wide.policy.epsilon_high = 0.3;
+  gspo_wide.beta = 0.04;
+  out.emplace_back("gspo wide + k3", gspo_wide);
+  auto cispo_kl = grpo::recipes::cispo();
+  cispo_kl.policy.epsilon_high = 1.1;
+  cispo_kl.beta = 0.02;
+  cispo_kl.kl.estimator = grpo::KlEstimator::k2;
+  out.emplace_back("cispo capped + k2", cispo_kl);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("FusedGrpoLoss equals GrpoLoss in loss, metrics and gradient for every supported loss type",
+          "[logprob][fused_loss]") {
+  for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tol = dtype == torch::kFloat64 ? 1e-12 : 2e-6;
+    const auto batch = make_batch(dtype);
+    for (const auto& [name, options] : configurations()) {
+      for (bool per_token_adv : {false, true}) {
+        INFO(name << (per_token_adv ? " per-token advantages" : "") << " " << c10::toString(dtype));
+        const grpo::GrpoLoss eager(options);
+        const grpo::FusedGrpoLoss fused(options);
+        auto run = [&](auto& loss) {
+          auto lp = batch.lp.clone().requires_grad_(true);
+          grpo::LossInputs in{.log_probs = lp, .old_log_probs = batch.old, .ref_log_probs = batch.ref,
+                              .advantages = per_token_adv ? batch.adv.unsqueeze(1).expand({4, 6}) * 0.5 : batch.adv,
+                              .mask = batch.mask, .entropy = batch.entropy};
+          auto out = loss(in, loss.local_normaliser(in));
+          out.loss.backward();
+          return std::make_pair(out, lp.grad());
+        };
+        auto [expected, expected_grad] = run(eager);
+        auto [actual, actual_grad] = run(fused);
+        REQUIRE(actual.loss.scalar_type() == dtype);
+        REQUIRE(actual.metrics.loss == Approx(expected.metrics.loss).epsilon(tol).margin(tol));
+        GRPO_REQUIRE_CLOSE(actual_grad, expected_grad, tol, tol);
+        auto a = actual.metrics.items(), e = expected.metrics.items();
+        REQUIRE(a.size() == e.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          INFO(e[i].first);
+          REQUIRE(a[i].first == e[i].first);
+          REQUIRE(a[i].second == Approx(e[i].second).epsilon(tol).margin(tol));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("FusedGrpoLoss gradient equals finite differences (float64)", "[logprob][fused_loss][gradient]") {
+  const auto batch = make_batch(torch::kFloat64);
+  for (const auto& [name, options] : configurations()) {
+    // CISPO's weight is a stop-gradient (sg(min(w, ε))·A·lp), so its gradient is not the derivative of its value;
+    // it is checked against GrpoLoss above.
+    if (options.policy.type == grpo::PolicyLossType::cispo) continue;
+    INFO(name);
+    const grpo::FusedGrpoLoss fused(options);
+    auto f = [&](const torch::Tensor& lp) {
+      grpo::LossInputs in{.log_probs = lp, .old_log_probs = batch.old, .ref_log_probs = batch.ref,
+                          .advantages = batch.adv, .mask = batch.mask};
+      return fused(in, fused.local_normaliser(in)).loss;
+    };
+    GRPO_REQUIRE_CLOSE(autograd_grad(f, batch.lp), finite_difference_grad(f, batch.lp), 1e-6, 1e-8);
+  }
+}
+
+TEST_CASE("FusedGrpoLoss edge cases: all masked, no old log-probs, log-ratio of ±100", "[logprob][fused_loss][edge]") {
+  const grpo::FusedGrpoLoss fused(grpo::recipes::grpo());
+  auto lp = torch::full({2, 3}, -1.0, torch::kFloat64).requires_grad_(true);
+  auto zeros_mask = torch::zeros({2, 3});
+  grpo::LossInputs none{.log_probs = lp, .ref_log_probs = lp.detach(), .advantages = torch::ones({2}, torch::kFloat64),
+                        .mask = zeros_mask};
+  auto out = fused(none, grpo::Normaliser::sequences(2));
+  REQUIRE(out.loss.item<double>() == 0.0);
+  out.loss.backward();
+  REQUIRE(lp.grad().abs().max().item<double>() == 0.0);
+  REQUIRE(out.metrics.num_tokens == 0.0);
+
+  // μ = 1 (no old log-probs): w = 1, so the per-token loss is −A and the KL (ref = lp) is 0:
+  // grpo: mean over 2 sequences of the token mean of −A = −(1 + 3)/2 = −2.
+  grpo::LossInputs mu1{.log_probs = lp, .ref_log_probs = lp.detach(), .advantages = torch::tensor({1.0, 3.0}, torch::kFloat64),
+                       .mask = torch::ones({2, 3})};
+  REQUIRE(fused(mu1, grpo::Normaliser::sequences(2)).loss.item<double>() == Approx(-2.0));
+
+  // Log-ratios of ±100 are clamped to ±20: finite loss and gradient, equal to GrpoLoss.
+  auto far_lp = torch::tensor({{-1.0, -101.0, -1.0}, {-1.0, -1.0, -1.0}}, torch::kFloat64);
+  auto far_old = torch::tensor({{-101.0, -1.0, -1.0}, {-1.0, -1.0, -1.0}}, torch::kFloat64);
+  auto run = [&](const auto& loss) {
+    auto x = far_lp.clone().requires_grad_(true);
+    grpo::LossInputs in{.log_probs = x, .old_log_probs = far_old, .ref_log_probs = far_old,
+                        .advantages = torch::tensor({-1.0, 1.0}, torch::kFloat64), .mask = torch::ones({2, 3})};
+    auto o = loss(in, grpo::Normaliser::sequences(2));
+    o.loss.backward();
+    return std::make_pair(o.loss.template item<double>(), x.grad());
+  };
+  auto [fused_value, fused_grad] = run(fused);
+  auto [eager_value, eager_grad] = run(grpo::GrpoLoss(grpo::recipes::grpo()));
+  REQUIRE(std::isfinite(fused_value));
+  REQUIRE(fused_value == Approx(eager_value));
+  GRPO_REQUIRE_CLOSE(fused_grad, eager_grad, 1e-12, 1e-12);
+}
+
+TEST_CASE("hidden states to loss: linear log-probs then FusedGrpoLoss equal the eager chain", "[logprob][fused_loss]") {
+  torch::manual_seed(22);
+  auto hidden = torch::randn({4, 6, 8}, torch::kFloat64);
+  auto weight = torch::randn({29, 8}, torch::kFloat64) * 0.5;
+  auto ref_weight = weight + torch::randn({29, 8}, torch::kFloat64) * 0.05;
+  auto ids = torch::randint(0, 29, {4, 6}, torch::kInt64);
+  const auto batch = make_batch(torch::kFloat64);
+  const auto options = grpo::recipes::grpo();
+  auto step = [&](bool fused) {
+    auto h = hidden.clone().requires_grad_(true);
+    auto w = weight.clone().requires_grad_(true);
+    torch::Tensor lp, ref;
+    if (fused) {
+      lp = grpo::linear_token_log_probs(h, w, ids, {.chunk_rows = 5}).log_probs;
+      torch::NoGradGuard no_grad;
+      ref = grpo::linear_token_log_probs(hidden, ref_weight, ids).log_probs;
+    } else {
+      lp = torch::log_softmax(torch::matmul(h, w.t()), -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1);
+      ref = torch::log_softmax(torch::matmul(hidden, ref_weight.t()), -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1);
+    }
+    grpo::LossInputs in{.log_probs = lp, .old_log_probs = batch.old, .ref_log_probs = ref, .advantages = batch.adv,
+                        .mask = batch.mask};
+    auto out = fused ? grpo::FusedGrpoLoss(options)(in, grpo::Normaliser::sequences(4))
+                     : grpo::GrpoLoss(options)(in, grpo::Normaliser::sequences(4));
+    out.loss.backward();
+    return std::vector<torch::Tensor>{out.loss.detach(), h.grad(), w.grad()};
+  };
+  auto ours = step(true), eager = step(false);
+  for (size_t i = 0; i < ours.size(); ++i) GRPO_REQUIRE_CLOSE(ours[i], eager[i], 1e-10, 1e-12);
+}
+
+TEST_CASE("FusedGrpoLoss rejects options it does not fuse, naming them", "[logprob][fused_loss][errors]") {
+  auto options = grpo::recipes::dapo();
+  options.entropy_coef = 0.01;
+  REQUIRE_THROWS_AS(grpo::FusedGrpoLoss(options), grpo::ConfigError);
+  REQUIRE_THROWS_WITH(grpo::FusedGrpoLoss(options), Catch::Contains("entropy_coef = 0.01"));
+  options = grpo::recipes::dapo();
+  options.policy.type = grpo::PolicyLossType::gpg;
+  REQUIRE_THROWS_WITH(grpo::FusedGrpoLoss(options), Catch::Contains("policy.type 'gpg'"));
+  options = grpo::recipes::dapo();
+  options.policy.dual_clip_c = 3.0;
+  REQUIRE(grpo::FusedGrpoLoss::unsupported_reason(options) == "policy.dual_clip_c = 3");
+  REQUIRE(grpo::FusedGrpoLoss::unsupported_reason(grpo::recipes::gspo()).empty());
+  const grpo::FusedGrpoLoss fused(grpo::recipes::grpo());
+  grpo::LossInputs in{.log_probs = torch::zeros({2, 3}), .advantages = torch::zeros({2}), .mask = torch::ones({2, 3})};
+  REQUIRE_THROWS_WITH(fused(in, grpo::Normaliser::sequences(2)), Catch::Contains("beta = 0.04 needs ref_log_probs"));
+  in.ref_log_probs = torch::zeros({2, 4});
+  REQUIRE_THROWS_WITH(fused(in, grpo::Normaliser::sequences(2)), Catch::Contains("ref_log_probs"));
+  REQUIRE_THROWS_AS(fused(in, grpo::Normaliser::tokens(6)), grpo::ConfigError);
+}
+
+TEST_CASE("FusedGrpoLoss from hidden states (gradients in forward) equals log-probs then loss",
+          "[logprob][fused_loss][linear]") {
+  torch::manual_seed(23);
+  const auto batch = make_batch(torch::kFloat64);
+  auto hidden = torch::randn({4, 6, 8}, torch::kFloat64);
+  auto weight = torch::randn({37, 8}, torch::kFloat64) * 0.5;
+  auto ids = torch::randint(0, 37, {4, 6}, torch::kInt64);
+  for (const auto& [name, options] : configurations()) {
+    // chunk_rows 12 = two sequences of 6 per chunk; 0 = all in one chunk.
+    for (int64_t chunk : {0, 12, 7}) {
+      INFO(name << " chunk_rows " << chunk);
+      const grpo::FusedGrpoLoss fused(options);
+      const grpo::LinearLogProbOptions linear{.temperature = 0.9, .chunk_rows = chunk};
+      auto run = [&](bool one_pass) {
+        auto h = hidden.clone().requires_grad_(true);
+        auto w = weight.clone().requires_grad_(true);
+        grpo::LossInputs in{.old_log_probs = batch.old, .ref_log_probs = batch.ref, .advantages = batch.adv,
+                            .mask = batch.mask, .entropy = batch.entropy};
+        grpo::LossOutput out;
+        if (one_pass) {
+          out = fused(h, w, ids, in, grpo::local_normaliser(options.loss_type, batch.mask, {.max_completion_length = 6}),
+                      linear);
+        } else {
+          in.log_probs = grpo::linear_token_log_probs(h, w, ids, linear).log_probs;
+          out = fused(in, fused.local_normaliser(in));
+        }
+        out.loss.backward();
+        return std::make_tuple(out, h.grad(), w.grad());
+      };
+      auto [expected, eh, ew] = run(false);
+      auto [actual, ah, aw] = run(true);
+      REQUIRE(actual.metrics.loss == Approx(expected.metrics.loss).epsilon(1e-12).margin(1e-12));
+      GRPO_REQUIRE_CLOSE(ah, eh, 1e-10, 1e-12);
+      GRPO_REQUIRE_CLOSE(aw, ew, 1e-10, 1e-12);
+      auto a = actual.metrics.items(), e = expected.metrics.items();
+      REQUIRE(a.size() == e.size());
+      for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i].second == Approx(e[i].second).epsilon(1e-12).margin(1e-12));
+    }
+  }
+  // float32 within 1e-4 of float64.
+  const grpo::FusedGrpoLoss fused(grpo::recipes::grpo());
+  auto grads = [&](torch::ScalarType dtype) {
+    auto h = hidden.to(dtype).requires_grad_(true);
+    auto w = weight.to(dtype).requires_grad_(true);
+    grpo::LossInputs in{.old_log_probs = batch.old.to(dtype), .ref_log_probs = batch.ref.to(dtype),
+                        .advantages = batch.adv.to(dtype), .mask = batch.mask};
+    fused(h, w, ids, in, grpo::Normaliser::sequences(4), {.chunk_rows = 12}).loss.backward();
+    return std::make_pair(h.grad().to(torch::kFloat64), w.grad().to(torch::kFloat64));
+  };
+  auto [h32, w32] = grads(torch::kFloat32);
+  auto [h64, w64] = grads(torch::kFloat64);
+  GRPO_REQUIRE_CLOSE(h32, h64, 1e-4, 1e-6);
+  GRPO_REQUIRE_CLOSE(w32, w64, 1e-4, 1e-6);
+  grpo::LossInputs in{.log_probs = torch::zeros({4, 6}), .ref_log_probs = batch.ref, .advantages = batch.adv,
+                      .mask = batch.mask};
+  REQUIRE_THROWS_WITH(fused(hidden, weight, ids, in, grpo::Normaliser::sequences(4)),
+                      Catch::Contains("inputs.log_probs must be undefined"));
+}

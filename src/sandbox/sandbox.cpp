@@ -30,8 +30,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 namespace grpo::sandbox {
 namespace {
@@ -358,7 +360,25 @@ Sandbox::Sandbox(SandboxOptions options) : options_(std::move(options)) {
   }
 }
 
+namespace {
+// bwrap's report of a clone() refused with EAGAIN: the kernel was momentarily out of a per-user resource.
+struct TransientSetupFailure : SandboxError {
+  using SandboxError::SandboxError;
+};
+}  // namespace
+
 RunResult Sandbox::run(const RunRequest& request) const {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return run_once(request);
+    } catch (const TransientSetupFailure&) {
+      if (attempt == 2) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 << (2 * attempt)));
+    }
+  }
+}
+
+RunResult Sandbox::run_once(const RunRequest& request) const {
   const SandboxLimits& limits = request.limits ? *request.limits : options_.limits;
   if (request.limits) check_limits(limits, "RunRequest::limits");
   GRPO_CHECK_CONFIG(!request.argv.empty() && !request.argv.front().empty() && request.argv.front().front() == '/',
@@ -553,8 +573,12 @@ RunResult Sandbox::run(const RunRequest& request) const {
   const int code = WEXITSTATUS(status);
   if (parse_child_pid(info_text) == std::nullopt) {
     // bwrap failed before it created the namespaces: nothing of the program ran, so this is a set-up failure.
-    throw SandboxError(fmt::format("sandbox: bubblewrap could not create the sandbox (exit code {}): {}", code,
-                                   result.stderr_text));
+    const auto message = fmt::format("sandbox: bubblewrap could not create the sandbox (exit code {}): {}", code,
+                                     result.stderr_text);
+    if (result.stderr_text.find("Resource temporarily unavailable") != std::string::npos) {
+      throw TransientSetupFailure(message);
+    }
+    throw SandboxError(message);
   }
   // bwrap reports a program killed by signal N as exit code 128 + N.
   if (code > 128 && code < 128 + NSIG) {

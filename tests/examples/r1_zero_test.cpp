@@ -33,7 +33,7 @@ fs::path scratch(const std::string& name) {
 }
 
 grpo::testing::CommandResult r1_zero(const std::string& args, const fs::path& output_dir) {
-  return grpo::testing::run_command(std::string(GRPO_R1_ZERO_PATH) + " --threads 2 --output-dir " +
+  return grpo::testing::run_command(std::string(GRPO_R1_ZERO_PATH) + " --output-dir " +
                                     output_dir.string() + " " + args + " 2>&1");
 }
 
@@ -54,12 +54,13 @@ std::map<std::int64_t, StepMetrics> read_metrics(const fs::path& output_dir) {
   return out;
 }
 
-/// The metrics that depend only on the run's numbers, not on the wall clock.
+/// The training metrics that depend only on the run's numbers, not on the wall clock (evaluations are left out: runs
+/// of different lengths evaluate at different steps).
 StepMetrics deterministic(StepMetrics metrics) {
   std::erase_if(metrics, [](const auto& entry) {
     const std::string& name = entry.first;
     return name == "wall_time" || name == "step_time" || name == "tokens_per_second" ||
-           name.find("seconds") != std::string::npos;
+           name.find("seconds") != std::string::npos || name.rfind("eval/", 0) == 0;
   });
   return metrics;
 }
@@ -68,15 +69,15 @@ StepMetrics deterministic(StepMetrics metrics) {
 
 TEST_CASE("r1_zero tiny task: GRPO lifts held-out accuracy, and the same seed gives the same curve", "[examples]") {
   const auto dir = scratch("tiny");
-  const auto run = r1_zero("--steps 100 --eval-every 100 --eval-problems 128 --eval-samples 2 --save-every 0", dir);
+  const auto run = r1_zero("--steps 80 --eval-every 80 --eval-problems 128 --eval-samples 2 --save-every 0", dir);
   INFO(run.out);
   REQUIRE(run.status == 0);
   const auto metrics = read_metrics(dir);
   const double before = metrics.at(0).at("eval/mean_accuracy");
-  const double after = metrics.at(100).at("eval/mean_accuracy");
+  const double after = metrics.at(80).at("eval/mean_accuracy");
   CHECK(before <= 0.3);  // the starting policy speaks the format but answers wrong
   CHECK(after >= before + 0.3);
-  CHECK(metrics.at(100).at("rewards/format/mean") > 0.9);
+  CHECK(metrics.at(80).at("rewards/format/mean") > 0.9);
 
   // The first steps again, in a second process: the same numbers.
   const auto again_dir = scratch("tiny_again");
@@ -141,9 +142,9 @@ TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resu
   };
   head(shared / "datasets" / "roll_deepmath_train.jsonl", data_dir / "roll.jsonl", 5);
   head(shared / "datasets" / "gsm8k_train.jsonl", data_dir / "gsm8k.jsonl", 5);
-  std::ofstream(data_dir / "trl.jsonl") << R"({"problem": "What is $2+3$?", "solution": "$2+3=\boxed{5}$"})" "\n"
-                                        << R"({"problem": "What is $4 \cdot 3$?", "solution": "\boxed{12}"})" "\n"
-                                        << R"({"problem": "Simplify $\frac{6}{8}$.", "solution": "\boxed{\frac34}"})" "\n";
+  std::ofstream(data_dir / "trl.jsonl") << R"({"problem": "What is $2+3$?", "solution": "$2+3=\\boxed{5}$"})" "\n"
+                                        << R"({"problem": "What is $4 \\cdot 3$?", "solution": "\\boxed{12}"})" "\n"
+                                        << R"({"problem": "Simplify $\\frac{6}{8}$.", "solution": "\\boxed{\\frac34}"})" "\n";
   std::ofstream(data_dir / "fields.jsonl") << R"({"q": "1+1?", "a": 2})" "\n" << R"({"q": "2+2?", "a": 4})" "\n"
                                            << R"({"q": "3+3?", "a": 6})" "\n";
   const std::string common = "--model " + model_dir.string() +

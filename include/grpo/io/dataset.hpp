@@ -96,7 +96,7 @@ class Dataset {
                    std::vector<std::string> skip_reasons = {});
 
   /// Reads a JSON-lines file (one object per line; blank lines ignored) or, when its first non-blank character is
-  /// '[', a JSON array of objects. Throws grpo::ParseError for a file that cannot be read, a bad row under
+  /// '[', a JSON array of objects. Throws grpo::Error naming a file that cannot be read; ParseError for a bad row under
   /// BadRowPolicy::stop ("file:line: field 'answer' ..."), or format == detect on unknown fields; ConfigError for
   /// format == fields without prompt_field / answer_field.
   static Dataset load(const std::filesystem::path& path, const DatasetOptions& options = {});

@@ -110,12 +110,15 @@ class Sandbox {
   explicit Sandbox(SandboxOptions options = {});
 
   /// Runs one program. Throws SandboxError when bwrap cannot be started or fails before the sandbox exists; a program
-  /// that misbehaves is a RunResult, never an exception.
+  /// that misbehaves is a RunResult, never an exception. A namespace creation refused with EAGAIN (transient under
+  /// heavy process churn) is retried twice after 20 and 80 ms; nothing of the program has run then.
   RunResult run(const RunRequest& request) const;
 
   const SandboxOptions& options() const { return options_; }
 
  private:
+  RunResult run_once(const RunRequest& request) const;
+
   SandboxOptions options_;
   std::vector<unsigned char> seccomp_bpf_;  // the compiled filter, written to a fresh memfd for each run
   std::vector<std::string> mount_args_;     // the bind/symlink arguments for ro_binds, resolved once

@@ -285,6 +285,12 @@ torch::Tensor CausalLMImpl::forward_step(const torch::Tensor& input_ids, const t
   return project(run(input_ids, attention_mask, &cache), lm_head_weight());
 }
 
+torch::Tensor CausalLMImpl::forward_step_last(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                              KvCache& cache) {
+  const torch::Tensor hidden = run(input_ids, attention_mask, &cache);  // [B, T, H]
+  return project(hidden.narrow(1, hidden.size(1) - 1, 1).contiguous(), lm_head_weight()).squeeze(1);
+}
+
 void CausalLMImpl::load_hf_state(const std::map<std::string, torch::Tensor>& tensors, bool strict) {
   torch::NoGradGuard no_grad;
   std::set<std::string> used;

@@ -372,8 +372,8 @@ RunResult Sandbox::run(const RunRequest& request) const {
     try {
       return run_once(request);
     } catch (const TransientSetupFailure&) {
-      if (attempt == 2) throw;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20 << (2 * attempt)));
+      if (attempt == 3) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 << (2 * attempt)));
     }
   }
 }
@@ -459,8 +459,10 @@ RunResult Sandbox::run_once(const RunRequest& request) const {
   if (got > 0) {
     int status = 0;
     ::waitpid(child, &status, 0);
-    throw SandboxError(fmt::format("sandbox: cannot start bubblewrap '{}': {}", options_.bwrap_path,
-                                   std::strerror(exec_errno)));
+    const auto message =
+        fmt::format("sandbox: cannot start bubblewrap '{}': {}", options_.bwrap_path, std::strerror(exec_errno));
+    if (exec_errno == EAGAIN) throw TransientSetupFailure(message);  // the user's process count, momentarily
+    throw SandboxError(message);
   }
 
   Fd outer = Fd(pidfd_open(child));  // bwrap outside the namespaces: our child
@@ -579,6 +581,11 @@ RunResult Sandbox::run_once(const RunRequest& request) const {
       throw TransientSetupFailure(message);
     }
     throw SandboxError(message);
+  }
+  // bwrap could not fork the namespace's init (EAGAIN under heavy process churn): the program never ran.
+  if (code == 1 && result.stderr_text.rfind("bwrap: ", 0) == 0 &&
+      result.stderr_text.find("Resource temporarily unavailable") != std::string::npos) {
+    throw TransientSetupFailure(fmt::format("sandbox: bubblewrap could not start the program: {}", result.stderr_text));
   }
   // bwrap reports a program killed by signal N as exit code 128 + N.
   if (code > 128 && code < 128 + NSIG) {

@@ -171,6 +171,12 @@ TEST_CASE("KV-cache decoding reproduces the full forward, with left padding", "[
     auto valid = mask.to(torch::kBool).unsqueeze(-1).expand_as(full);
     GRPO_REQUIRE_CLOSE(incremental.masked_select(valid), full.masked_select(valid), 1e-10, 1e-10);
     REQUIRE(cache.length() == 7);
+    // forward_step_last: the same prefill and step, logits of the last new position only.
+    grpo::models::KvCache last_cache;
+    GRPO_REQUIRE_CLOSE(model->forward_step_last(ids.narrow(1, 0, 4), mask.narrow(1, 0, 4), last_cache),
+                       full.select(1, 3), 1e-10, 1e-10);
+    GRPO_REQUIRE_CLOSE(model->forward_step_last(ids.narrow(1, 4, 1), mask.narrow(1, 0, 5), last_cache),
+                       full.select(1, 4), 1e-10, 1e-10);
     cache.select_rows(torch::tensor({0, 2}, torch::kInt64));
     REQUIRE(cache.keys[0].size(0) == 2);
   }

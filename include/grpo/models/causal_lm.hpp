@@ -95,6 +95,9 @@ class CausalLMImpl : public torch::nn::Module {
   /// One decoding step with a KV cache: input_ids [B, T] new tokens; attention_mask [B, S] covers cached and new
   /// tokens (S = cache.length() + T). Appends to the cache; returns logits [B, T, V].
   torch::Tensor forward_step(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, KvCache& cache);
+  /// forward_step's logits of the last new position only, [B, V]: what a sampler needs. Skips lm_head for the other
+  /// positions (for a 32-token prompt prefill at batch 16 and V = 151936, 140 GFLOP of 141).
+  torch::Tensor forward_step_last(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, KvCache& cache);
 
   const ModelConfig& config() const { return config_; }
   /// Copies tensors with Hugging Face names into the parameters (converting dtype). Throws grpo::Error naming any

@@ -33,7 +33,8 @@ concept ExposesHiddenStates = CausalLanguageModel<ModelType> &&
 
 /// Also decodes incrementally: the module type names its cache type `Cache` (default-constructible) and
 /// model->forward_step(new_ids [B, T], attention_mask [B, cached + T], cache&) returns logits [B, T, V] for the new
-/// tokens, appending to the cache.
+/// tokens, appending to the cache. A model may also offer forward_step_last(...) → logits [B, V] of the last new
+/// token only; the Sampler uses it when present.
 template <typename ModelType>
 concept SupportsKvCache = CausalLanguageModel<ModelType> && requires(ModelType model, const torch::Tensor& ids,
                                                                       const torch::Tensor& mask) {

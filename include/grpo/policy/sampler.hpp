@@ -102,7 +102,11 @@ class Sampler {
     for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
       if constexpr (SupportsKvCache<ModelType>) {
         auto input = step == 0 ? r.prompt_ids : tokens.back().unsqueeze(1);
-        logits = model->forward_step(input, mask, cache).select(1, -1);
+        if constexpr (requires { model->forward_step_last(input, mask, cache); }) {
+          logits = model->forward_step_last(input, mask, cache);  // lm_head on the last position only
+        } else {
+          logits = model->forward_step(input, mask, cache).select(1, -1);
+        }
       } else {
         auto ids = step == 0 ? r.prompt_ids : torch::cat({r.prompt_ids, torch::stack(tokens, 1)}, 1);
         logits = model->forward(ids, mask).select(1, -1);

@@ -110,8 +110,8 @@ class Sandbox {
   explicit Sandbox(SandboxOptions options = {});
 
   /// Runs one program. Throws SandboxError when bwrap cannot be started or fails before the sandbox exists; a program
-  /// that misbehaves is a RunResult, never an exception. A namespace creation refused with EAGAIN (transient under
-  /// heavy process churn) is retried twice after 20 and 80 ms; nothing of the program has run then.
+  /// that misbehaves is a RunResult, never an exception. A namespace creation or init fork refused with EAGAIN
+  /// (transient under heavy process churn) is retried after 50, 200 and 800 ms; nothing of the program has run then.
   RunResult run(const RunRequest& request) const;
 
   const SandboxOptions& options() const { return options_; }

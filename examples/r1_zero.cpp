@@ -273,6 +273,9 @@ class DatasetTask final : public Task {
  public:
   DatasetTask(const Settings& s, grpo::text::Tokenizer tokenizer, std::vector<std::int64_t> eos_ids)
       : tokenizer_(std::move(tokenizer)), eos_ids_(std::move(eos_ids)), seed_(s.seed) {
+    if (eos_ids_.empty() && tokenizer_.special_token_ids().eos) eos_ids_.push_back(*tokenizer_.special_token_ids().eos);
+    GRPO_CHECK_CONFIG(!eos_ids_.empty(), "{}: neither config.json (eos_token_id) nor the tokenizer names an EOS token",
+                      s.model_dir.string());
     grpo::io::DatasetOptions options;
     options.format = grpo::io::parse_dataset_format(s.data_format);
     options.on_bad_row = s.on_bad_row == "skip" ? grpo::io::BadRowPolicy::skip : grpo::io::BadRowPolicy::stop;

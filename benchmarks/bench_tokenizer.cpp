@@ -126,12 +126,16 @@ void report(benchmark::State& state, const Corpus& c, double seconds_per_pass, d
   if (hf.tokens != c.tokens) state.SetLabel("HF token count differs from the reference ids");
 }
 
-void encode(benchmark::State& state, const std::string& name) {
+/// The tokenizer `name`, or nullptr after marking the benchmark skipped when its tokenizer.json is not installed.
+const grpo::text::Tokenizer* tokenizer_or_skip(benchmark::State& state, const std::string& name) {
   const grpo::text::Tokenizer* tok = grpo::text::testing::shared_tokenizer(name);
-  if (tok == nullptr) {
-    state.SkipWithError("no tokenizer.json: run tools/tokenizer-reference/fetch.sh");
-    return;
-  }
+  if (tok == nullptr) state.SkipWithError("no tokenizer.json: run tools/tokenizer-reference/fetch.sh");
+  return tok;
+}
+
+void encode(benchmark::State& state, const std::string& name) {
+  const grpo::text::Tokenizer* tok = tokenizer_or_skip(state, name);
+  if (tok == nullptr) return;
   const Corpus& c = corpus(name);
   const HfTiming& hf = hf_timing(name);
   double tokens = 0;
@@ -147,11 +151,8 @@ void encode(benchmark::State& state, const std::string& name) {
 }
 
 void encode_batch(benchmark::State& state, const std::string& name) {
-  const grpo::text::Tokenizer* tok = grpo::text::testing::shared_tokenizer(name);
-  if (tok == nullptr) {
-    state.SkipWithError("no tokenizer.json: run tools/tokenizer-reference/fetch.sh");
-    return;
-  }
+  const grpo::text::Tokenizer* tok = tokenizer_or_skip(state, name);
+  if (tok == nullptr) return;
   const Corpus& c = corpus(name);
   const HfTiming& hf = hf_timing(name);
   double best = 1e30;

@@ -390,14 +390,15 @@ std::vector<std::vector<std::int64_t>> prompt_ids(const std::vector<Problem>& pr
 std::vector<Completion> completions_of(const grpo::Rollout& rollout, const std::vector<Problem>& problems,
                                        std::int64_t group_size, const Task& task) {
   const auto ids = grpo::completion_token_ids(rollout);
-  const auto truncated = rollout.truncated.to(torch::kCPU);
+  const auto truncated_flags = rollout.truncated.to(torch::kCPU).contiguous();
+  const auto truncated = truncated_flags.accessor<bool, 1>();
   std::vector<Completion> out(ids.size());
   for (std::size_t b = 0; b < ids.size(); ++b) {
     const auto& problem = problems[b / static_cast<std::size_t>(group_size)];
     out[b].token_ids.assign(ids[b].begin(), ids[b].end());
     out[b].text = task.decode(out[b].token_ids);
     out[b].prompt = problem.prompt_text;
-    out[b].truncated = truncated[static_cast<int64_t>(b)].item<bool>();
+    out[b].truncated = truncated[static_cast<int64_t>(b)];
     out[b].group = b / static_cast<std::size_t>(group_size);
     out[b].row = problem.row;
   }
@@ -467,32 +468,6 @@ grpo::GrpoLoss make_loss(const Settings& s) {
   options.policy.epsilon_high = s.loss == "cispo" ? options.policy.epsilon_high : s.epsilon_high;
   options.entropy_coef = s.entropy_coef;
   return grpo::GrpoLoss(options);
-}
-
-// Token-weighted means of the micro-batches' loss metrics (sums for the loss terms, whose normaliser is global).
-void accumulate(grpo::LossMetrics& total, const grpo::LossMetrics& part) {
-  const double n0 = total.num_tokens, n1 = part.num_tokens, n = std::max(1.0, n0 + n1);
-  auto mean = [&](double a, double b) { return (a * n0 + b * n1) / n; };
-  auto opt_mean = [&](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
-    if (!b) return a;
-    return a ? mean(*a, *b) : *b;
-  };
-  total.loss += part.loss;
-  total.policy_loss += part.policy_loss;
-  total.kl_loss += part.kl_loss;
-  total.entropy_loss += part.entropy_loss;
-  total.kl_mean = opt_mean(total.kl_mean, part.kl_mean);
-  total.entropy_mean = opt_mean(total.entropy_mean, part.entropy_mean);
-  total.clip_ratio_low_mean = mean(total.clip_ratio_low_mean, part.clip_ratio_low_mean);
-  total.clip_ratio_high_mean = mean(total.clip_ratio_high_mean, part.clip_ratio_high_mean);
-  total.clip_ratio_region_mean = mean(total.clip_ratio_region_mean, part.clip_ratio_region_mean);
-  total.pg_clipfrac = mean(total.pg_clipfrac, part.pg_clipfrac);
-  total.pg_clipfrac_lower = mean(total.pg_clipfrac_lower, part.pg_clipfrac_lower);
-  total.ppo_kl = mean(total.ppo_kl, part.ppo_kl);
-  total.ratio_mean = mean(total.ratio_mean, part.ratio_mean);
-  total.ratio_min = n0 > 0 ? std::min(total.ratio_min, part.ratio_min) : part.ratio_min;
-  total.ratio_max = n0 > 0 ? std::max(total.ratio_max, part.ratio_max) : part.ratio_max;
-  total.num_tokens = n0 + n1;
 }
 
 }  // namespace
@@ -627,11 +602,11 @@ int main(int argc, char** argv) try {
         grpo::local_normaliser(loss.options().loss_type, rollout.completion_mask, {.max_completion_length = s.max_new_tokens}));
     const std::int64_t rows = rollout.batch_size();
     const std::int64_t micro = (rows + s.micro_batches - 1) / s.micro_batches;
-    grpo::LossMetrics loss_metrics;
+    std::vector<std::vector<grpo::train::MetricValue>> loss_parts;  // one list per micro-batch of the last pass
     double grad_norm = 0.0;
     for (std::int64_t pass = 0; pass < s.mu; ++pass) {
       optimizer.zero_grad();
-      loss_metrics = {};
+      loss_parts.clear();
       for (std::int64_t begin = 0; begin < rows; begin += micro) {
         const std::int64_t count = std::min(micro, rows - begin);
         const auto part = rollout.rows(begin, count);
@@ -644,7 +619,7 @@ int main(int argc, char** argv) try {
                                 .entropy = lp.entropy};
         const auto out = loss(inputs, normaliser);
         out.loss.backward();
-        accumulate(loss_metrics, out.metrics);
+        loss_parts.push_back(grpo::train::loss_metric_values(out.metrics));
       }
       grpo::train::all_reduce_gradients(group, model->parameters());  // summed: each rank's loss has the global normaliser
       grad_norm = s.max_grad_norm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), s.max_grad_norm)
@@ -662,7 +637,7 @@ int main(int argc, char** argv) try {
     std::vector<grpo::train::MetricValue> values;  // how each combines over ranks
     for (const auto& [name, value] : scores.metrics()) values.push_back({name, value, MetricReduction::weighted_mean, completions});
     values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean, double(shard.size())});
-    for (auto& value : grpo::train::loss_metric_values(loss_metrics)) values.push_back(std::move(value));
+    for (auto& value : grpo::train::combine_metrics(loss_parts)) values.push_back(std::move(value));
     values.insert(values.end(),
                   {{"completions/mean_length", lengths.mean().item<double>(), MetricReduction::weighted_mean, completions},
                    {"completions/min_length", lengths.min().item<double>(), MetricReduction::min, completions},

@@ -677,6 +677,39 @@ std::vector<std::pair<std::string, double>> reduce_metrics(ProcessGroup& group,
   return out;
 }
 
+std::vector<MetricValue> combine_metrics(std::span<const std::vector<MetricValue>> parts) {
+  if (parts.empty()) return {};
+  std::vector<MetricValue> out = parts.front();
+  for (std::size_t p = 1; p < parts.size(); ++p) {
+    GRPO_CHECK(parts[p].size() == out.size(), "combine_metrics: part {} has {} metrics, part 0 has {}", p,
+               parts[p].size(), out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      MetricValue& total = out[i];
+      const MetricValue& m = parts[p][i];
+      GRPO_CHECK(m.name == total.name && m.reduction == total.reduction,
+                 "combine_metrics: part {} has metric '{}' where part 0 has '{}' (or another reduction)", p, m.name,
+                 total.name);
+      switch (m.reduction) {
+        case MetricReduction::sum:
+          total.value += m.value;
+          break;
+        case MetricReduction::weighted_mean:
+          if (total.weight + m.weight > 0)
+            total.value = (total.weight * total.value + m.weight * m.value) / (total.weight + m.weight);
+          break;
+        case MetricReduction::min:  // parts with weight 0 measured nothing
+          if (m.weight > 0) total.value = total.weight > 0 ? std::min(total.value, m.value) : m.value;
+          break;
+        case MetricReduction::max:
+          if (m.weight > 0) total.value = total.weight > 0 ? std::max(total.value, m.value) : m.value;
+          break;
+      }
+      total.weight += m.weight;
+    }
+  }
+  return out;
+}
+
 std::vector<MetricValue> loss_metric_values(const LossMetrics& metrics) {
   std::vector<MetricValue> out;
   for (auto& [name, value] : metrics.items()) {

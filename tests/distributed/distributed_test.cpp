@@ -720,4 +720,25 @@ TEST_CASE("loss_metric_values: sums for losses and counts, token means weighted 
   REQUIRE(reduced == std::vector<std::pair<std::string, double>>{{"a", 2.0}});
 }
 
+TEST_CASE("combine_metrics: micro-batches combine as their union, with the reductions of reduce_metrics",
+          "[distributed]") {
+  using R = gt::MetricReduction;
+  const std::vector<std::vector<gt::MetricValue>> parts = {
+      {{"loss", 0.5, R::sum, 2}, {"kl", 0.1, R::weighted_mean, 2}, {"ratio/min", 0.9, R::min, 2}, {"ratio/max", 1.1, R::max, 2}},
+      {{"loss", 0.25, R::sum, 6}, {"kl", 0.3, R::weighted_mean, 6}, {"ratio/min", 0.7, R::min, 6}, {"ratio/max", 1.3, R::max, 6}},
+      // A micro-batch without valid tokens: nothing measured, left out of min and max.
+      {{"loss", 0.0, R::sum, 0}, {"kl", 5.0, R::weighted_mean, 0}, {"ratio/min", 0.0, R::min, 0}, {"ratio/max", 9.0, R::max, 0}},
+  };
+  const auto combined = gt::combine_metrics(parts);
+  REQUIRE(combined.size() == 4);
+  CHECK(combined[0].value == Approx(0.75));                   // 0.5 + 0.25 + 0
+  CHECK(combined[1].value == Approx((2 * 0.1 + 6 * 0.3) / 8));  // token-weighted: 0.25
+  CHECK(combined[2].value == Approx(0.7));
+  CHECK(combined[3].value == Approx(1.3));
+  for (const auto& m : combined) CHECK(m.weight == 8.0);
+  CHECK(gt::combine_metrics({}).empty());
+  const std::vector<std::vector<gt::MetricValue>> mismatched = {{{"loss", 1.0, R::sum, 1}}, {{"kl", 1.0, R::sum, 1}}};
+  CHECK_THROWS_WITH(gt::combine_metrics(mismatched), Contains("metric 'kl' where part 0 has 'loss'"));
+}
+
 }  // namespace

@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -221,6 +222,12 @@ struct MetricValue {
 /// a min/max no rank measured, is this rank's own value. Three small collectives whatever the number of metrics.
 std::vector<std::pair<std::string, double>> reduce_metrics(ProcessGroup& group,
                                                            const std::vector<MetricValue>& metrics);
+
+/// The same reductions within one process: combines the metrics of several parts (micro-batches) into one list, as
+/// if measured on their union. Each result keeps its reduction, with weight Σ w (so it can go on to reduce_metrics).
+/// Every part must list the same names with the same reductions in the same order (grpo::Error otherwise); no
+/// parts gives an empty list.
+std::vector<MetricValue> combine_metrics(std::span<const std::vector<MetricValue>> parts);
 
 /// GrpoLoss's metrics with their reductions: loss, policy_loss, kl_loss, entropy_loss and num_tokens are sums (the
 /// losses carry the global normaliser); */min and */max are min and max over ranks with tokens; every other metric

@@ -22,6 +22,7 @@ namespace {
 constexpr std::string_view kPrefix = "checkpoint-";
 constexpr std::string_view kTmpSuffix = ".tmp";
 constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kReferenceDir = "reference";
 
 // The step of a directory named exactly "checkpoint-<digits>".
 std::optional<std::int64_t> checkpoint_step(const std::string& name) {
@@ -51,7 +52,20 @@ std::string trainer_state_to_json(const TrainerState& state) {
     append_json_quoted(out, name);
     fmt::format_to(std::back_inserter(out), ": {}", value);  // shortest round-trip text
   }
-  out += first ? "}\n}\n" : "\n  }\n}\n";
+  out += first ? "}" : "\n  }";
+  if (!state.texts.empty()) {
+    out += ",\n  \"texts\": {";
+    first = true;
+    for (const auto& [name, text] : state.texts) {
+      out += first ? "\n    " : ",\n    ";
+      first = false;
+      append_json_quoted(out, name);
+      out += ": ";
+      append_json_quoted(out, text);
+    }
+    out += "\n  }";
+  }
+  out += "\n}\n";
   return out;
 }
 
@@ -81,6 +95,16 @@ TrainerState trainer_state_from_json(std::string_view json, std::string_view sou
     }
     state.values.emplace(std::string(field.key), value);
   }
+  simdjson::dom::element texts_field;
+  if (!root["texts"].get(texts_field)) {
+    simdjson::dom::object texts;
+    if (texts_field.get_object().get(texts)) state_error(source, "field 'texts' should be an object");
+    for (const auto field : texts) {
+      std::string_view text;
+      if (field.value.get_string().get(text)) state_error(source, fmt::format("field 'texts.{}' should be a string", field.key));
+      state.texts.emplace(std::string(field.key), std::string(text));
+    }
+  }
   return state;
 }
 
@@ -89,7 +113,7 @@ CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::
 }
 
 fs::path CheckpointManager::save(const models::CausalLM& model, const torch::optim::Optimizer& optimizer,
-                                 const TrainerState& state) {
+                                 const TrainerState& state, const models::CausalLM* reference) {
   GRPO_CHECK(state.step >= 0, "CheckpointManager::save: step must be ≥ 0, got {}", state.step);
   const fs::path final_dir = options_.directory / fmt::format("{}{}", kPrefix, state.step);
   fs::path tmp_dir = final_dir;
@@ -99,6 +123,7 @@ fs::path CheckpointManager::save(const models::CausalLM& model, const torch::opt
   try {
     fs::create_directories(tmp_dir);
     models::save_pretrained(model, tmp_dir);
+    if (reference != nullptr) models::save_pretrained(*reference, tmp_dir / kReferenceDir);
     {
       torch::serialize::OutputArchive archive;
       optimizer.save(archive);
@@ -162,10 +187,15 @@ std::optional<CheckpointInfo> CheckpointManager::latest() const {
 }
 
 TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalLM& model,
-                                     torch::optim::Optimizer& optimizer) {
+                                     torch::optim::Optimizer& optimizer, models::CausalLM* reference) {
   const fs::path state_path = checkpoint / kStateFile;
   TrainerState state = trainer_state_from_json(io::read_file(state_path), state_path.string());
   model->load_hf_state(io::load_checkpoint_tensors(checkpoint));
+  if (reference != nullptr) {
+    GRPO_CHECK(fs::is_directory(checkpoint / kReferenceDir),
+               "checkpoint {} has no {}/ (it was saved without a reference model)", checkpoint.string(), kReferenceDir);
+    (*reference)->load_hf_state(io::load_checkpoint_tensors(checkpoint / kReferenceDir));
+  }
   for (const char* file : {"optimizer.pt", "rng_state.pt"}) {
     GRPO_CHECK(fs::is_regular_file(checkpoint / file), "checkpoint {} has no {}", checkpoint.string(), file);
   }

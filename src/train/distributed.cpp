@@ -733,12 +733,13 @@ std::vector<MetricValue> loss_metric_values(const LossMetrics& metrics) {
 std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, CheckpointManager& manager,
                                                      const models::CausalLM& model,
                                                      const torch::optim::Optimizer& optimizer,
-                                                     const TrainerState& state) {
+                                                     const TrainerState& state,
+                                                     const models::CausalLM* reference) {
   std::optional<std::filesystem::path> path;
   std::exception_ptr failure;
   if (group.is_main()) {
     try {
-      path = manager.save(model, optimizer, state);
+      path = manager.save(model, optimizer, state, reference);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -752,11 +753,11 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
 }
 
 TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
-                             torch::optim::Optimizer& optimizer) {
+                             torch::optim::Optimizer& optimizer, models::CausalLM* reference) {
   TrainerState state;
   std::exception_ptr failure;
   try {
-    state = CheckpointManager::load(checkpoint, model, optimizer);
+    state = CheckpointManager::load(checkpoint, model, optimizer, reference);
   } catch (...) {
     failure = std::current_exception();
   }

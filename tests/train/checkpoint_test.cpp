@@ -223,3 +223,46 @@ TEST_CASE("a process killed while writing checkpoints leaves the previous one lo
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("checkpoint: text state and a reference model round trip; a missing reference is an error",
+          "[train][checkpoint]") {
+  const fs::path dir = fresh_dir("grpo_checkpoint_reference_test");
+  torch::manual_seed(5);
+  auto model = tiny_model();
+  auto reference = tiny_model();  // different random weights from the policy
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  CheckpointManager manager({.directory = dir, .keep_last = 0});
+  TrainerState state{3, 7, {{"kl/beta", 0.0125}}, {{"filter", "{\"prompts\": [[\"a\\tb\", 0, 1, -1]]}\n"}, {"empty", ""}}};
+  const fs::path saved = manager.save(model, optimizer, state, &reference);
+  CHECK(fs::is_regular_file(saved / "reference" / "model.safetensors"));
+  CHECK(fs::is_regular_file(saved / "reference" / "config.json"));
+  const auto policy_weights = snapshot(model);
+  const auto reference_weights = snapshot(reference);
+
+  torch::manual_seed(6);
+  auto fresh = tiny_model();
+  auto fresh_reference = tiny_model();
+  torch::optim::AdamW fresh_optimizer(fresh->parameters(), torch::optim::AdamWOptions(1e-2));
+  const TrainerState loaded = CheckpointManager::load(saved, fresh, fresh_optimizer, &fresh_reference);
+  CHECK(loaded == state);
+  CHECK(same_parameters(fresh, policy_weights));
+  CHECK(same_parameters(fresh_reference, reference_weights));
+
+  // Saved without a reference: loading one is an error naming the checkpoint; loading without one is fine.
+  state.step = 4;
+  state.texts.clear();
+  const fs::path plain = manager.save(model, optimizer, state);
+  CHECK_FALSE(fs::exists(plain / "reference"));
+  CHECK_THROWS_WITH(CheckpointManager::load(plain, fresh, fresh_optimizer, &fresh_reference),
+                    Catch::Contains("checkpoint-4 has no reference/"));
+  CHECK(CheckpointManager::load(plain, fresh, fresh_optimizer) == state);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("trainer_state.json: texts are optional and must be strings", "[train][checkpoint]") {
+  const auto state = grpo::train::trainer_state_from_json(R"({"step": 1, "seed": 2, "values": {}})");
+  CHECK(state.texts.empty());
+  CHECK_THROWS_WITH(grpo::train::trainer_state_from_json(R"({"step": 1, "seed": 2, "values": {}, "texts": {"a": 1}})",
+                                                         "t.json"),
+                    Catch::Contains("t.json: field 'texts.a' should be a string"));
+}

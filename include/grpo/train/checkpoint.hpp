@@ -6,7 +6,11 @@
 //                                      transformers and by models::from_pretrained
 //     optimizer.pt                     the optimizer state (torch::serialize::OutputArchive via Optimizer::save)
 //     rng_state.pt                     the default CPU generator's state (torch::manual_seed streams continue)
-//     trainer_state.json               {"step": N, "seed": S, "values": {"name": number, ...}}
+//     trainer_state.json               {"step": N, "seed": S, "values": {"name": number, ...},
+//                                       "texts": {"name": "text", ...}}
+//     reference/                       optional: a second model (the KL reference when it is synced to the policy
+//                                      during the run, so a resumed run continues with the same reference), in the
+//                                      same Hugging Face layout
 //
 // A checkpoint is first written to "checkpoint-<step>.tmp" and renamed when complete, so a crash leaves either the
 // previous set of checkpoints or a ".tmp" directory that latest() ignores and the next save() removes. One writer
@@ -34,6 +38,8 @@ struct TrainerState {
   /// Further numbers the loop needs to resume (epoch, samples seen, best score, ...). Doubles: integers are exact
   /// up to 2^53.
   std::map<std::string, double> values;
+  /// Further state as text (a filter's JSON, names, ...). Absent from checkpoints written before it existed.
+  std::map<std::string, std::string> texts;
 
   bool operator==(const TrainerState&) const = default;
 };
@@ -54,12 +60,12 @@ class CheckpointManager {
   /// Throws ConfigError for an empty directory option.
   explicit CheckpointManager(CheckpointOptions options);
 
-  /// Writes checkpoint-<state.step> (model, optimizer, the default CPU generator's state and `state`), replacing
-  /// one of the same step, then deletes stray ".tmp" directories and all but the newest keep_last checkpoints.
-  /// Returns the checkpoint's path. Throws grpo::Error naming the path when it cannot be written (the previous
-  /// checkpoints stay as they were) or for a negative step.
+  /// Writes checkpoint-<state.step> (model, optimizer, the default CPU generator's state, `state` and, when not
+  /// null, `reference` in reference/), replacing one of the same step, then deletes stray ".tmp" directories and all
+  /// but the newest keep_last checkpoints. Returns the checkpoint's path. Throws grpo::Error naming the path when it
+  /// cannot be written (the previous checkpoints stay as they were) or for a negative step.
   std::filesystem::path save(const models::CausalLM& model, const torch::optim::Optimizer& optimizer,
-                             const TrainerState& state);
+                             const TrainerState& state, const models::CausalLM* reference = nullptr);
 
   /// Complete checkpoints (directories "checkpoint-<digits>" holding trainer_state.json), oldest first.
   std::vector<CheckpointInfo> list() const;
@@ -68,9 +74,10 @@ class CheckpointManager {
 
   /// Loads a checkpoint written by save into an existing model (same architecture; parameters are copied in
   /// place, so an optimizer built on them stays valid) and optimizer, restores the default CPU generator's state,
-  /// and returns the trainer state. Throws grpo::Error / ParseError naming the file that is missing or malformed.
+  /// and returns the trainer state. With `reference`, also loads reference/ into it (grpo::Error when the checkpoint
+  /// was saved without one). Throws grpo::Error / ParseError naming the file that is missing or malformed.
   static TrainerState load(const std::filesystem::path& checkpoint, models::CausalLM& model,
-                           torch::optim::Optimizer& optimizer);
+                           torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr);
 
   const CheckpointOptions& options() const { return options_; }
 

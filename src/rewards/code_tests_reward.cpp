@@ -341,10 +341,10 @@ std::optional<CodeTests> parse_code_tests(const Row& row, const CodeTestsOptions
   if (case_type == "assert" || case_type == "unittest" || case_type == "pytest" || case_type == "check_based" ||
       (case_type.empty() && strings_only)) {
     tests.kind = TestKind::assertion;
-  } else if (case_type == "call" || case_type == "call_based" || case_type == "function") {
+  } else if (case_type == "call" || case_type == "call_based" || case_type == "call-based" || case_type == "function") {
     tests.kind = TestKind::call;
   } else if (case_type.empty() || case_type == "input" || case_type == "stdin" || case_type == "stdin_stdout" ||
-             case_type == "io") {
+             case_type == "stdin/stdout" || case_type == "io") {
     tests.kind = tests.function.empty() ? TestKind::stdin_stdout : TestKind::call;
   } else {
     return std::nullopt;  // a case type we cannot run: no value rather than a wrong 0

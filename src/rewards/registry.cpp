@@ -6,6 +6,7 @@
 #include <grpo/rewards/format_rewards.hpp>
 #include <grpo/rewards/judge_reward.hpp>
 #include <grpo/rewards/length_rewards.hpp>
+#include <grpo/rewards/math_steps.hpp>
 #include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/repetition_reward.hpp>
 #include <grpo/rewards/tag_router.hpp>
@@ -185,7 +186,17 @@ AccuracyOptions accuracy_options(const RewardOptions& options) {
 RewardPtr make_accuracy(const RewardOptions& options, const RewardRegistry&) {
   AccuracyOptions accuracy = accuracy_options(options);
   accuracy.no_gold_value = optional_float(options, "no_gold_value");
+  accuracy.step_weight = static_cast<float>(options.number("step_weight", accuracy.step_weight));
+  accuracy.steps_field = options.text("steps_field", accuracy.steps_field);
   return std::make_shared<AccuracyReward>(std::move(accuracy));
+}
+
+RewardPtr make_math_steps(const RewardOptions& options, const RewardRegistry&) {
+  MathStepsOptions steps;
+  steps.steps_field = options.text("steps_field", steps.steps_field);
+  steps.credit.max_candidates = options.count("max_candidates", steps.credit.max_candidates);
+  steps.credit.numbers = options.flag("numbers", steps.credit.numbers);
+  return std::make_shared<MathStepsReward>(std::move(steps));
 }
 
 RewardPtr make_format(const RewardOptions& options, const RewardRegistry&) {
@@ -359,6 +370,7 @@ RewardRegistry RewardRegistry::with_builtins() {
   registry.add("reasoning_steps", make_reasoning_steps);
   registry.add("cosine", make_cosine);
   registry.add("length", make_length);
+  registry.add("math_steps", make_math_steps);
   registry.add("repetition", make_repetition);
   registry.add("soft_overlong", make_soft_overlong);
   registry.add("stop_properly", make_stop_properly);

@@ -8,8 +8,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 using grpo::io::BadRowPolicy;
@@ -300,6 +302,262 @@ TEST_CASE("shared datasets: ROLL, GSM8K row counts and known rows", "[io][datase
     }
   }
   CHECK(with_separator > 0);
+}
+
+namespace {
+
+// A ROLL row as JSON text: `fields` is the JSON text of the other fields ("" for none).
+std::string roll_row(const std::string& fields) {
+  return R"({"messages": "[{\"role\": \"user\", \"content\": \"q\"}]")" + (fields.empty() ? "" : ", " + fields) + "}";
+}
+
+DatasetOptions three_domains() {
+  DatasetOptions options;
+  options.format = DatasetFormat::roll;
+  options.domains = {{"math", grpo::io::DomainKind::math},
+                     {"code", grpo::io::DomainKind::code},
+                     {"general", grpo::io::DomainKind::general}};
+  return options;
+}
+
+std::vector<std::string> list_field(const grpo::io::Example& example, std::string_view field) {
+  const auto* value = example.row->find(field);
+  if (value == nullptr) return {"<absent>"};
+  const auto* list = std::get_if<std::vector<std::string>>(value);
+  return list == nullptr ? std::vector<std::string>{"<not a list>"} : *list;
+}
+
+}  // namespace
+
+TEST_CASE("ROLL multi-domain rows: tag, difficulty, id and the fields of each domain kind", "[io][dataset][domains]") {
+  const std::string text =
+      roll_row(R"("id": "m1", "tag": "math", "difficulty": "4.5", "ground_truth": "\\frac{1}{2}")") + "\n" +
+      roll_row(R"("id": 17, "tag": "math", "difficulty": 3, "ground_truth": 18.0)") + "\n" +
+      roll_row(R"("tag": "math", "ground_truth": {"steps": ["x = 1/2", "y = 2x = 1"], "final_answer": "2"}, )"
+               R"("difficulty": " 7 ")") + "\n" +
+      roll_row(R"("tag": "math", "ground_truth": {"steps": [], "final_answer": 42})") + "\n" +
+      roll_row(R"("tag": "math", "ground_truth": "{1, 2}")") + "\n" +  // a set written as text, not an object
+      roll_row(R"("id": "c1", "tag": "code", "case_type": "stdin", )"
+               R"("test_cases": [{"input": "1 2\n", "expected_output": "3\n"}])") + "\n" +
+      roll_row(R"("id": "c2", "tag": "code", "case_type": "stdin_stdout", )"
+               R"("test_cases": "[{\"input\": \"5\\n\", \"expected_output\": \"25\\n\"}]", "ground_truth": "")") + "\n" +
+      roll_row(R"("id": "c3", "tag": "code", "case_type": "unittest", "test_cases": ["assert f(1) == 2"])") + "\n" +
+      roll_row(R"("id": "g1", "tag": "general", "evaluation_criteria": ["accurate", "concise"])") + "\n" +
+      roll_row(R"("id": "g2", "tag": "general", "evaluation_criteria": "[\"cites the source\"]", )"
+               R"("ground_truth": "Paris")") + "\n";
+  const Dataset dataset = Dataset::parse(text, "mixed.jsonl", three_domains());
+  REQUIRE(dataset.size() == 10);
+  CHECK(dataset.skipped_rows() == 0);
+
+  const auto& string_truth = dataset[0];
+  CHECK(string_truth.id == "m1");
+  CHECK(string_truth.tag == "math");
+  CHECK(string_truth.difficulty == 4.5);
+  CHECK(string_truth.ground_truth == "\\frac{1}{2}");
+  CHECK(string_truth.prompt.size() == 1);
+  CHECK(!string_truth.row->contains("ground_truth_steps"));
+
+  const auto& number_truth = dataset[1];
+  CHECK(number_truth.id == "17");
+  CHECK(number_truth.difficulty == 3.0);
+  CHECK(number_truth.ground_truth == "18");
+
+  const auto& object_truth = dataset[2];
+  CHECK(object_truth.id == "mixed.jsonl:3");  // no id: the source
+  CHECK(object_truth.difficulty == 7.0);
+  CHECK(object_truth.ground_truth == "2");
+  CHECK(field_text(object_truth, "ground_truth") == "2");  // the accuracy reward reads the final answer
+  CHECK(list_field(object_truth, "ground_truth_steps") == std::vector<std::string>{"x = 1/2", "y = 2x = 1"});
+
+  CHECK(dataset[3].ground_truth == "42");  // a numeric final answer, in shortest form
+  CHECK(list_field(dataset[3], "ground_truth_steps").empty());
+  CHECK(!dataset[3].difficulty.has_value());
+
+  CHECK(dataset[4].ground_truth == "{1, 2}");  // a string starting with '{' stays text
+  CHECK(!dataset[4].row->contains("ground_truth_steps"));
+
+  CHECK(dataset[5].id == "c1");
+  CHECK(dataset[5].tag == "code");
+  CHECK(dataset[5].ground_truth.empty());  // code rows need no gold answer
+  CHECK(dataset[6].ground_truth.empty());
+  CHECK(field_text(dataset[6], "test_cases").starts_with("[{"));  // kept as given, for the code reward
+  CHECK(dataset[7].id == "c3");
+
+  CHECK(dataset[8].tag == "general");
+  CHECK(dataset[8].ground_truth.empty());
+  CHECK(list_field(dataset[8], "evaluation_criteria") == std::vector<std::string>{"accurate", "concise"});
+  CHECK(dataset[9].ground_truth == "Paris");
+  // A JSON string holding the list becomes the list, which the judge joins.
+  CHECK(list_field(dataset[9], "evaluation_criteria") == std::vector<std::string>{"cites the source"});
+
+  // Without domains the roll format reads the same rows' math fields (and needs ground_truth everywhere).
+  DatasetOptions plain;
+  plain.format = DatasetFormat::roll;
+  const Dataset math_only =
+      Dataset::parse(text.substr(0, text.rfind('\n', text.find("\"c1\"")) + 1), "plain.jsonl", plain);
+  CHECK(math_only.size() == 5);
+  CHECK(math_only[2].ground_truth == "2");
+  CHECK(list_field(math_only[2], "ground_truth_steps") == std::vector<std::string>{"x = 1/2", "y = 2x = 1"});
+  CHECK(math_only[0].tag == "math");
+  CHECK(math_only[0].difficulty == 4.5);
+}
+
+TEST_CASE("ROLL multi-domain rows: bad rows name file:line, the field and the tag", "[io][dataset][domains]") {
+  struct Case {
+    std::string row;
+    std::vector<std::string> expected;  // all in the message, after "dom.jsonl:2: "
+  };
+  const std::vector<Case> cases = {
+      {roll_row(R"("tag": "poetry", "ground_truth": "1")"),
+       {"tag 'poetry' is not a configured domain (configured: code, general, math)"}},
+      {roll_row(R"("ground_truth": "1")"), {"missing field 'tag'", "code, general, math"}},
+      {roll_row(R"("tag": ["math"], "ground_truth": "1")"), {"field 'tag' should be text"}},
+      {roll_row(R"("tag": "math")"), {"tag 'math': field 'ground_truth' is missing"}},
+      {roll_row(R"("tag": "math", "ground_truth": " ")"), {"tag 'math': field 'ground_truth' is empty"}},
+      {roll_row(R"("tag": "math", "ground_truth": ["1", "2"])"), {"tag 'math': field 'ground_truth'", "got a list"}},
+      {roll_row(R"("tag": "math", "ground_truth": {"steps": ["a = 1"]})"),
+       {"tag 'math': field 'ground_truth' is an object without 'final_answer'"}},
+      {roll_row(R"("tag": "math", "ground_truth": {"steps": "a = 1", "final_answer": "1"})"),
+       {"tag 'math': field 'ground_truth': 'steps' should be a list of strings"}},
+      {roll_row(R"("tag": "math", "ground_truth": {"steps": ["a = 1", 2], "final_answer": "1"})"),
+       {"tag 'math': field 'ground_truth': step 1 should be a string"}},
+      {roll_row(R"("tag": "math", "ground_truth": {"final_answer": ["1"]})"),
+       {"tag 'math': field 'ground_truth': 'final_answer' should be text or a number"}},
+      {roll_row(R"("tag": "math", "ground_truth": "1", "difficulty": "hard")"),
+       {"tag 'math': field 'difficulty' should be a number, got \"hard\""}},
+      {roll_row(R"("tag": "code")"), {"tag 'code': field 'test_cases' is missing"}},
+      {roll_row(R"("tag": "code", "test_cases": "")"), {"tag 'code': field 'test_cases' cannot be read"}},
+      {roll_row(R"("tag": "code", "test_cases": "not json")"), {"tag 'code': field 'test_cases' cannot be read"}},
+      {roll_row(R"("tag": "code", "test_cases": [], "case_type": "stdin")"),
+       {"tag 'code': field 'test_cases' cannot be read"}},
+      {roll_row(R"("tag": "code", "case_type": "interactive", "test_cases": [{"input": "1", "expected_output": "1"}])"),
+       {"tag 'code': field 'test_cases' cannot be read", "case_type 'interactive'"}},
+      {roll_row(R"("tag": "general")"), {"tag 'general': field 'evaluation_criteria' is missing"}},
+      {roll_row(R"("tag": "general", "evaluation_criteria": [])"),
+       {"tag 'general': field 'evaluation_criteria' is an empty list"}},
+      {roll_row(R"("tag": "general", "evaluation_criteria": "be nice")"),
+       {"tag 'general': field 'evaluation_criteria' should be a list of strings"}},
+      {roll_row(R"("tag": "general", "evaluation_criteria": [{"name": "x"}])"),
+       {"tag 'general': field 'evaluation_criteria' should be a list of strings"}},
+      {roll_row(R"("tag": "general", "evaluation_criteria": ["ok", " "])"),
+       {"tag 'general': field 'evaluation_criteria': item 1 is empty"}},
+      {R"({"messages": "not json", "tag": "math", "ground_truth": "1"})",
+       {"tag 'math': field 'messages' is not a JSON chat list"}},
+  };
+  const std::string good = roll_row(R"("tag": "math", "ground_truth": "1")");
+  for (const Case& c : cases) {
+    INFO(c.row);
+    const std::string text = good + "\n" + c.row + "\n" + good + "\n";
+    const std::string message = parse_error_of([&] { Dataset::parse(text, "dom.jsonl", three_domains()); });
+    CHECK_THAT(message, Catch::StartsWith("dom.jsonl:2: "));
+    for (const std::string& part : c.expected) CHECK_THAT(message, Catch::Contains(part));
+
+    DatasetOptions skip = three_domains();
+    skip.on_bad_row = BadRowPolicy::skip;
+    const Dataset kept = Dataset::parse(text, "dom.jsonl", skip);
+    CHECK(kept.size() == 2);
+    CHECK(kept.skipped_rows() == 1);
+    REQUIRE(kept.skip_reasons().size() == 1);
+    CHECK(kept.skip_reasons()[0] == message);
+  }
+
+  // All the bad rows in one file under the skip policy: every one counted, the good rows kept.
+  std::string all = good + "\n";
+  for (const Case& c : cases) all += c.row + "\n";
+  DatasetOptions skip = three_domains();
+  skip.on_bad_row = BadRowPolicy::skip;
+  const Dataset kept = Dataset::parse(all, "dom.jsonl", skip);
+  CHECK(kept.size() == 1);
+  CHECK(kept.skipped_rows() == cases.size());
+  CHECK_THAT(kept.skip_reasons().back(), Catch::StartsWith(fmt::format("dom.jsonl:{}: ", cases.size() + 1)));
+
+  // Without domains: an object ground truth is still checked, a non-numeric difficulty is still a roll error.
+  DatasetOptions plain;
+  plain.format = DatasetFormat::roll;
+  CHECK_THAT(parse_error_of([&] { Dataset::parse(roll_row(R"("ground_truth": {"steps": []})"), "p.jsonl", plain); }),
+             Catch::StartsWith("p.jsonl:1: field 'ground_truth' is an object without 'final_answer'"));
+  CHECK_THAT(parse_error_of([&] {
+               Dataset::parse(roll_row(R"("ground_truth": "1", "difficulty": "x")"), "p.jsonl", plain);
+             }),
+             Catch::Contains("field 'difficulty' should be a number"));
+  // Other formats keep a non-numeric difficulty in the row only.
+  const Dataset trl = Dataset::parse(R"({"problem": "p", "solution": "s", "difficulty": "hard", "id": 4})", "t");
+  CHECK(!trl[0].difficulty.has_value());
+  CHECK(trl[0].id == "4");
+  CHECK(trl[0].tag.empty());
+}
+
+TEST_CASE("ROLL multi-domain rows: detection, configuration errors, concat", "[io][dataset][domains]") {
+  DatasetOptions detect = three_domains();
+  detect.format = DatasetFormat::detect;
+  // messages + tag is enough to read a file as roll when domains are configured (a code row has no ground truth).
+  const Dataset code = Dataset::parse(
+      roll_row(R"("tag": "code", "test_cases": [{"input": "1", "expected_output": "1"}])"), "code.jsonl", detect);
+  REQUIRE(code.size() == 1);
+  CHECK(code[0].tag == "code");
+  CHECK_THAT(parse_error_of([&] { Dataset::parse(R"({"problem": "p", "solution": "s"})", "d.jsonl", detect); }),
+             Catch::StartsWith("d.jsonl:1: DatasetOptions::domains (code, general, math) need ROLL rows"));
+  // Without domains, messages + tag alone is not a format.
+  CHECK_THROWS_AS(Dataset::parse(roll_row(R"("tag": "code")"), "d.jsonl"), grpo::ParseError);
+
+  DatasetOptions gsm8k = three_domains();
+  gsm8k.format = DatasetFormat::gsm8k;
+  CHECK_THROWS_WITH(Dataset::parse("", "g", gsm8k), Catch::Contains("domains") && Catch::Contains("gsm8k"));
+
+  CHECK(grpo::io::parse_domain_kind("general") == grpo::io::DomainKind::general);
+  CHECK(grpo::io::to_string(grpo::io::DomainKind::code) == "code");
+  CHECK_THROWS_WITH(grpo::io::parse_domain_kind("maths"), Catch::Contains("math, code, general"));
+
+  // One Dataset per file, then concat: examples in order, skipped rows summed.
+  DatasetOptions skip = three_domains();
+  skip.on_bad_row = BadRowPolicy::skip;
+  const Dataset math = Dataset::parse(roll_row(R"("tag": "math", "ground_truth": "1")") + "\n" +
+                                          roll_row(R"("tag": "math")"),
+                                      "math.jsonl", skip);
+  const Dataset joined = Dataset::concat({math, code, Dataset()});
+  REQUIRE(joined.size() == 2);
+  CHECK(joined[0].source == "math.jsonl:1");
+  CHECK(joined[1].source == "code.jsonl:1");
+  CHECK(joined.skipped_rows() == 1);
+  REQUIRE(joined.skip_reasons().size() == 1);
+  CHECK_THAT(joined.skip_reasons()[0], Catch::StartsWith("math.jsonl:2: tag 'math'"));
+  CHECK(Dataset::concat({}).empty());
+}
+
+TEST_CASE("shared datasets: ROLL math benchmarks with configured domains", "[io][dataset][domains][shared]") {
+  const fs::path file = fs::path(GRPO_SHARED_DIR) / "datasets" / "roll_math_benchmarks.jsonl";
+  if (!fs::exists(file)) {
+    WARN("skipped: " << file << " not found");
+    return;
+  }
+  // The first rows (AIME 2024) only: the test is about the row format, not the whole file.
+  std::string head;
+  {
+    std::ifstream in(file);
+    std::string line;
+    for (int i = 0; i < 5 && std::getline(in, line); ++i) head += line + "\n";
+  }
+  DatasetOptions options;
+  options.domains = {{"aime2024", grpo::io::DomainKind::math}, {"aime2025", grpo::io::DomainKind::math},
+                     {"MATH-500", grpo::io::DomainKind::math}};
+  const Dataset first = Dataset::parse(head, "roll_math_benchmarks.jsonl", options);
+  REQUIRE(first.size() == 5);
+  CHECK(first[0].id == "1");
+  CHECK(first[0].tag == "aime2024");
+  CHECK(first[0].difficulty == 0.0);
+  CHECK(first[0].ground_truth == "204");
+  CHECK(first[0].prompt.size() == 2);
+  CHECK(first[4].id == "5");
+
+  // The whole file: every row has a configured tag; without MATH-500 those rows are skipped and counted.
+  const Dataset all = Dataset::load(file, options);
+  CHECK(all.size() == 560);
+  options.domains.erase("MATH-500");
+  options.on_bad_row = BadRowPolicy::skip;
+  const Dataset aime = Dataset::load(file, options);
+  CHECK(aime.size() == 60);
+  CHECK(aime.skipped_rows() == 500);
+  CHECK_THAT(aime.skip_reasons()[0], Catch::Contains("tag 'MATH-500' is not a configured domain"));
 }
 
 TEST_CASE("parse_dataset_format knows every format by name", "[io][dataset]") {

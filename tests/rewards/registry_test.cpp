@@ -28,7 +28,7 @@ const RewardType& as(const RewardPtr& reward) {
 
 TEST_CASE("the built-in registry knows every built-in reward", "[rewards][registry]") {
   const RewardRegistry registry = RewardRegistry::with_builtins();
-  CHECK(registry.names() == std::vector<std::string>{"accuracy", "code_tests", "cosine", "format", "judge", "length", "reasoning_steps",
+  CHECK(registry.names() == std::vector<std::string>{"accuracy", "code_tests", "cosine", "format", "judge", "length", "math_steps", "reasoning_steps",
                                                      "repetition", "route", "soft_overlong", "stop_properly",
                                                      "tag_count"});
   for (const std::string& name : registry.names()) {

@@ -4,14 +4,21 @@
 //
 // Formats (the field names of the published data sets):
 //   roll    ROLL RLVR rows: `messages` (a JSON *string* holding the chat list [{"role", "content"}, ...]; an actual
-//           JSON list is accepted too), `ground_truth` (string or number); `id, tag, difficulty, ...` stay in the row.
+//           JSON list is accepted too), `ground_truth` (string, number, or an object {"steps": [...], "final_answer"}),
+//           `id`, `tag` (the domain), `difficulty` (a number or a string holding one); every field stays in the row.
+//           With DatasetOptions::domains, each row's `tag` picks its domain kind and the fields that kind needs
+//           (math: ground_truth; code: test_cases; general: evaluation_criteria); see DomainKind.
 //   trl     TRL / open-r1 NuminaMath-TIR rows: `problem` (one user message), `solution` (the worked solution, the
 //           ground truth as TRL's accuracy reward parses it).
 //   gsm8k   `question` (one user message), `answer` ending in "#### N": ground truth = N with thousands separators
 //           removed ("#### 1,600" → "1600"), as verl's gsm8k preprocessing does.
 //   fields  any other data: DatasetOptions::prompt_field / answer_field name the fields.
-//   detect  decided per file from the fields of its first row (messages+ground_truth → roll, problem+solution →
-//           trl, question+answer → gsm8k), otherwise an error asking for a format.
+//   detect  decided per file from the fields of its first row (messages+ground_truth → roll, and messages+tag when
+//           domains are configured; problem+solution → trl, question+answer → gsm8k), otherwise an error asking for a
+//           format.
+//
+// Several files (one per domain, train and test, ...): load one Dataset per file, each with its own options, and
+// join them with Dataset::concat.
 #pragma once
 
 #include <grpo/rewards/reward_function.hpp>
@@ -22,6 +29,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +57,34 @@ inline DatasetFormat parse_dataset_format(std::string_view name) {
   return ::grpo::detail::parse_enum(name, detail::kDatasetFormatNames, "dataset format");
 }
 
+/// The kind of a ROLL domain (the row's `tag`), which decides the fields a row of that domain must carry.
+enum class DomainKind {
+  math,     ///< `ground_truth`: text, a number, or {"steps": [text, ...], "final_answer": text or number}
+  code,     ///< `test_cases` readable by rewards::parse_code_tests (a list, or a JSON string holding one, of
+            ///< {"input", "expected_output"} or assert code; with `case_type`, `test_case_function`); no ground truth
+  general,  ///< `evaluation_criteria`: a non-empty list of strings (or a JSON string holding one) for the LLM judge;
+            ///< `ground_truth` optional (a reference answer)
+};
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<DomainKind, 3> kDomainKindNames{{
+    {DomainKind::math, "math"},
+    {DomainKind::code, "code"},
+    {DomainKind::general, "general"},
+}};
+static_assert(::grpo::detail::names_are_unique(kDomainKindNames));
+}  // namespace detail
+
+/// The domain kind called `name` ("math", "code", "general"); ConfigError listing them otherwise.
+inline DomainKind parse_domain_kind(std::string_view name) {
+  return ::grpo::detail::parse_enum(name, detail::kDomainKindNames, "domain kind");
+}
+
+/// The name of a domain kind ("math", "code", "general").
+constexpr std::string_view to_string(DomainKind kind) {
+  return ::grpo::detail::enum_name(kind, detail::kDomainKindNames);
+}
+
 /// What to do with a row that does not parse or lacks a field the format needs.
 enum class BadRowPolicy {
   stop,  ///< throw grpo::ParseError naming file:line and the field
@@ -65,14 +102,31 @@ struct DatasetOptions {
   /// When not empty, prepended as a "system" message to prompts that are plain text (trl, gsm8k, fields without
   /// prompt_is_chat). Chat-list prompts (roll) carry their own system message and are left as they are.
   std::string system_prompt;
+  /// ROLL multi-domain data (format roll or detect): tag → kind. When not empty, every row must have a `tag` in this
+  /// map and the fields its kind needs (see DomainKind); a row that does not is a bad row ("data.jsonl:7: tag 'code':
+  /// field 'test_cases' ..."), handled by on_bad_row. Empty: no tag check, and every roll row needs a ground_truth.
+  /// Code rows are checked with rewards::parse_code_tests's default field names (test_cases, case_type,
+  /// test_case_function). A general row's criteria given as a JSON string are stored in the row as the list.
+  std::map<std::string, DomainKind, std::less<>> domains;
 };
 
 /// One prompt of a data set.
+///
+/// A ROLL ground truth given as an object {"steps": [...], "final_answer": ...} is normalised: ground_truth and the
+/// row's `ground_truth` field become the final answer's text (so the accuracy reward reads it unchanged) and the
+/// row's `ground_truth_steps` field holds the steps (a std::vector<std::string>, for rewards::MathStepsReward; absent
+/// when the object has no "steps"). The JSON type decides: a string such as "{1, 2}" stays a string.
 struct Example {
   std::vector<text::ChatMessage> prompt;  ///< the chat the model is asked to continue
-  std::string ground_truth;               ///< the gold answer the accuracy reward compares with
+  std::string ground_truth;               ///< the gold answer the accuracy reward compares with ("" for a code or
+                                          ///< general row without one)
   std::shared_ptr<const rewards::Row> row;  ///< every field of the source row (for rewards::Completion::row)
   std::string source;                     ///< "file:line" (JSON lines) or "file[index]" (JSON array)
+  std::string id;                         ///< the row's `id` as text (7 → "7"); `source` when absent or empty
+  std::string tag;                        ///< the row's `tag` (the ROLL domain); "" when absent
+  /// The row's `difficulty`: a number, or a string holding one ("4.5"); nullopt when absent or blank. In the roll
+  /// format any other value is a bad row; other formats leave a non-numeric difficulty in the row only.
+  std::optional<double> difficulty;
 };
 
 /// A batch of P prompts, in dataset order.
@@ -98,10 +152,13 @@ class Dataset {
   /// Reads a JSON-lines file (one object per line; blank lines ignored) or, when its first non-blank character is
   /// '[', a JSON array of objects. Throws grpo::Error naming a file that cannot be read; ParseError for a bad row under
   /// BadRowPolicy::stop ("file:line: field 'answer' ..."), or format == detect on unknown fields; ConfigError for
-  /// format == fields without prompt_field / answer_field.
+  /// format == fields without prompt_field / answer_field, or domains with a format other than roll or detect.
   static Dataset load(const std::filesystem::path& path, const DatasetOptions& options = {});
   /// As load, from text in memory; `source` names it in error messages.
   static Dataset parse(std::string_view text, std::string_view source, const DatasetOptions& options = {});
+  /// The examples of `parts` one after another (in order), their skipped rows summed and skip reasons joined: one
+  /// Dataset per file (each loaded with its own options), then concat. Shuffle after joining for a mixed order.
+  static Dataset concat(std::vector<Dataset> parts);
 
   std::size_t size() const { return examples_.size(); }
   bool empty() const { return examples_.empty(); }

@@ -8,6 +8,7 @@
 // (read whole when it holds no $…$ or \boxed{}: "<answer> 7 </answer>" answers 7), "the final answer is …", and GSM8K's "#### N" (on both sides, so a raw GSM8K worked solution is a valid gold).
 #pragma once
 
+#include <grpo/rewards/math_steps.hpp>
 #include <grpo/rewards/reward_function.hpp>
 
 #include <functional>
@@ -37,13 +38,22 @@ struct AccuracyOptions {
   std::optional<float> no_gold_value = std::nullopt;
   /// R1-Zero: when the completion contains <answer>…</answer>, only the last such span is searched.
   bool answer_tags = true;
+  /// AccuracyReward only (cosine and length use the verdict alone). Step-wise credit w in [0, 1]: for a row whose
+  /// `steps_field` is a non-empty list of reference steps (io::Dataset puts a ground_truth object's steps in
+  /// "ground_truth_steps"), accuracy = (1 − w)·final + w·step_credit (math_steps.hpp), final being 1 or 0; rows
+  /// without steps score final alone. 0 = off. Read docs/rewards.md on what step credit rewards and how it is gamed.
+  float step_weight = 0.0f;
+  std::string steps_field = "ground_truth_steps";
+  StepCreditOptions steps{};
 };
 
 /// The default judge: grpo::math extraction and verification with the deadline of the scoring context.
 CorrectnessJudge math_correctness(AccuracyOptions options = {});
 
 /// 1 for a correct completion, 0 for a wrong one; no_gold → AccuracyOptions::no_gold_value; timeout → no value.
-/// `judge` replaces the math verifier (for other domains, or to test without it); null = math_correctness(options).
+/// With step_weight w > 0 and reference steps in the row: (1 − w)·{1, 0} + w·step_credit; when the scoring deadline
+/// stops the step comparisons, no value. `judge` replaces the math verifier (for other domains, or to test without
+/// it); null = math_correctness(options). Throws ConfigError for step_weight outside [0, 1] or an empty steps_field.
 class AccuracyReward final : public RewardFunction {
  public:
   explicit AccuracyReward(AccuracyOptions options = {}, CorrectnessJudge judge = {});

@@ -5,10 +5,10 @@
 //
 // Test cases come from the dataset row (ROLL's code rows, algorithms.md B5; rLLM/DeepCoder, B6; open-r1, B3):
 //  - stdin/stdout: `test_cases: [{"input", "expected_output"}]` (also "stdin"/"expected_stdout", ROLL's HTTP form),
-//    `case_type` "", "input", "stdin" or "stdin_stdout";
+//    `case_type` "", "input", "stdin", "stdin_stdout" or "stdin/stdout";
 //  - call-based (LiveCodeBench, ROLL's `test_case_function` = function name): same pairs, each input line a JSON
 //    argument, the function's return value compared as JSON (numbers with the float tolerance);
-//    `case_type` "call", or a stdin case type with a non-empty `test_case_function`;
+//    `case_type` "call" ("call_based", "call-based"), or a stdin case type with a non-empty `test_case_function`;
 //  - assert-style: `case_type` "assert", "unittest" or "pytest"; `test_cases` a list of code strings (or objects
 //    with "assert_code"), each run after the program; a test passes when it runs to its end. After the test code,
 //    `test_case_function` (when set) is called — with the row's `entry_point` function as its argument when the row

@@ -82,7 +82,8 @@ class RewardRegistry {
  public:
   RewardRegistry() = default;
 
-  /// accuracy, format, tag_count, reasoning_steps, cosine, length, repetition, soft_overlong, stop_properly, and
+  /// accuracy, math_steps, format, tag_count, reasoning_steps, cosine, length, repetition, soft_overlong,
+  /// stop_properly, and
   /// route (per-tag routing: {"name": "route", "field": "tag", "routes": {"math": {...}}, "default": {...}}),
   /// code_tests (sandboxed test execution) and judge (LLM judge over HTTP).
   static RewardRegistry with_builtins();

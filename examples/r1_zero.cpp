@@ -53,6 +53,16 @@ struct Settings {
   std::int64_t micro_batches = 1;   // gradient accumulation: the batch is split, one optimizer step per pass
   std::int64_t ref_sync_every = 0;  // TR-DPO: move the reference towards the policy every N steps (0 = never)
   double ref_sync_alpha = 1.0;
+  std::string kl_control = "fixed";  // fixed β, or adaptive towards kl_target (train/kl_controller.hpp)
+  double kl_target = 0.1, kl_horizon = 10000;
+  // Curriculum (data sets): the difficulty range sampled over the steps, and the pass-rate filter.
+  std::string curriculum_schedule = "none";
+  std::vector<double> curriculum_start, curriculum_end;  // [min, max] at start_step and end_step (linear)
+  std::int64_t curriculum_start_step = 1, curriculum_end_step = 1;
+  std::vector<std::string> curriculum_stages;  // "STEP:MIN:MAX" (staged)
+  std::int64_t curriculum_filter_window = 0;  // 0 = no filter
+  std::string curriculum_filter_retire = "both";
+  std::int64_t curriculum_filter_retire_steps = 0;
   std::vector<std::string> rewards = {"accuracy", "format"};
   std::vector<double> reward_weights = {1.0, 0.2};
   fs::path reward_config;  // a JSON reward list (overrides --rewards)
@@ -104,6 +114,28 @@ void add_flags(CLI::App& app, Settings& s) {
   app.add_option("--ref-sync-every", s.ref_sync_every, "reference update period in steps (0 = frozen)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--ref-sync-alpha", s.ref_sync_alpha, "reference update mix α (1 = copy)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--kl-control", s.kl_control, "KL coefficient control: fixed or adaptive (β from --beta, moved towards --kl-target)")
+      ->check(CLI::IsMember({"fixed", "adaptive"}));
+  app.add_option("--kl-target", s.kl_target, "adaptive KL: target KL per token")->check(CLI::PositiveNumber);
+  app.add_option("--kl-horizon", s.kl_horizon, "adaptive KL: horizon in sequences")->check(CLI::PositiveNumber);
+  app.add_option("--curriculum-schedule", s.curriculum_schedule, "difficulty curriculum: none, linear or staged")
+      ->check(CLI::IsMember({"none", "linear", "staged"}));
+  app.add_option("--curriculum-start", s.curriculum_start, "linear: difficulty MIN,MAX at --curriculum-start-step")
+      ->delimiter(',')->expected(2);
+  app.add_option("--curriculum-end", s.curriculum_end, "linear: difficulty MIN,MAX at --curriculum-end-step")
+      ->delimiter(',')->expected(2);
+  app.add_option("--curriculum-start-step", s.curriculum_start_step, "linear: step where the range starts widening");
+  app.add_option("--curriculum-end-step", s.curriculum_end_step, "linear: step where it reaches --curriculum-end");
+  app.add_option("--curriculum-stages", s.curriculum_stages, "staged: STEP:MIN:MAX,... (from STEP on, difficulties MIN..MAX)")
+      ->delimiter(',');
+  app.add_option("--curriculum-filter-window", s.curriculum_filter_window,
+                 "retire a prompt after this many consecutive all-wrong or all-right groups (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--curriculum-filter-retire", s.curriculum_filter_retire, "which prompts the filter retires: both, unsolved or solved")
+      ->check(CLI::IsMember({"both", "unsolved", "solved"}));
+  app.add_option("--curriculum-filter-retire-steps", s.curriculum_filter_retire_steps,
+                 "steps a retired prompt stays out (0 = for the rest of the run)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--rewards", s.rewards, "registry reward names")->delimiter(',');
   app.add_option("--reward-weights", s.reward_weights, "one weight per reward")->delimiter(',');
   app.add_option("--reward-config", s.reward_config, "JSON reward list (overrides --rewards)")->check(CLI::ExistingFile);
@@ -129,23 +161,120 @@ void add_flags(CLI::App& app, Settings& s) {
   app.add_option("--threads", s.threads, "intra-op threads (0 = 1 for the tiny task, else cores / processes)")->check(CLI::NonNegativeNumber);
 }
 
-// Applies a JSON config file to the flags the command line left unset; errors name the file, line and field.
-void apply_config_file(CLI::App& app, const fs::path& path) {
-  for (const grpo::io::ConfigField& field : grpo::io::read_json_config(path)) {
-    std::string flag = "--" + field.name;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    CLI::Option* option = app.get_option_no_throw(flag);
-    if (option == nullptr || flag == "--config") {
-      throw grpo::ConfigError(fmt::format("{}: unknown field '{}' (run with --help for the flags)", field.source, field.name));
+// One domain of a multi-domain run (the config's `domains` section; ROLL's per-domain reward workers and
+// domain_interleave_probs). Rows reach a domain by their `tag`.
+struct DomainConfig {
+  std::string name;
+  grpo::io::DomainKind kind = grpo::io::DomainKind::math;
+  std::vector<std::string> tags;  // row tags routed here (default: the name)
+  std::vector<fs::path> data;     // files of this domain's rows (relative to the working directory, like --data)
+  double probability = 1.0;       // sampling weight (normalised over the domains)
+  std::string rewards_json;       // the domain's reward list as JSON (RewardSet::from_config)
+  std::string rewards_source;     // "file:line" of that list, for errors
+  std::optional<std::pair<double, double>> clip;
+  grpo::rewards::DomainNormalisation normalisation = grpo::rewards::DomainNormalisation::none;
+  std::string accuracy_reward;
+  double accuracy_threshold = 1.0;
+};
+
+std::vector<DomainConfig> read_domains(const grpo::io::ConfigNode& section, const Settings& s) {
+  GRPO_CHECK_CONFIG(section.is_map() && !section.entries().empty(), "{}: '{}' should be a map of domain names to settings",
+                    section.source(), section.path());
+  std::vector<DomainConfig> out;
+  for (const auto& [name, node] : section.entries()) {
+    DomainConfig d;
+    d.name = name;
+    (void)section.find(name);  // marks the entry as read
+    GRPO_CHECK_CONFIG(node.is_map(), "{}: '{}' should be a map", node.source(), node.path());
+    const std::string default_kind = name == "code" || name == "general" ? name : "math";
+    const auto* kind_node = node.find("kind");
+    d.kind = grpo::io::parse_domain_kind(kind_node ? kind_node->text() : default_kind);
+    if (const auto* tags = node.find("tags")) d.tags = tags->texts();
+    if (d.tags.empty()) d.tags = {name};
+    if (const auto* data = node.find("data")) {
+      for (const std::string& file : data->texts()) d.data.emplace_back(file);
     }
+    if (const auto* p = node.find("probability")) d.probability = p->number();
+    if (const auto* rewards = node.find("rewards")) {
+      rewards->mark_read();
+      d.rewards_json = grpo::io::to_json(*rewards);
+      d.rewards_source = rewards->source();
+    } else {
+      GRPO_CHECK_CONFIG(d.kind != grpo::io::DomainKind::general,
+                        "{}: domain '{}' (general) needs 'rewards' (e.g. [{{name: judge, base_url: ...}}])", node.source(), name);
+      if (d.kind == grpo::io::DomainKind::code) {
+        d.rewards_json = R"([{"name": "code_tests"}])";
+      } else {
+        std::string list;
+        for (std::size_t i = 0; i < s.rewards.size(); ++i) {
+          list += fmt::format(R"({}{{"name": "{}", "weight": {}}})", i ? ", " : "", s.rewards[i],
+                              i < s.reward_weights.size() ? s.reward_weights[i] : 1.0);
+        }
+        d.rewards_json = "[" + list + "]";
+      }
+      d.rewards_source = node.source();
+    }
+    if (const auto* clip = node.find("reward_clip")) {
+      if (clip->is_list()) {
+        GRPO_CHECK_CONFIG(clip->items().size() == 2, "{}: '{}' should be a number c or a pair [lo, hi]", clip->source(),
+                          clip->path());
+        d.clip = std::pair{clip->items()[0].number(), clip->items()[1].number()};
+      } else {
+        d.clip = std::pair{-clip->number(), clip->number()};
+      }
+    }
+    if (const auto* norm = node.find("reward_normalisation")) {
+      d.normalisation = grpo::rewards::parse_domain_normalisation(norm->text());
+    }
+    if (const auto* acc = node.find("accuracy_reward")) d.accuracy_reward = acc->text();
+    if (const auto* threshold = node.find("accuracy_threshold")) d.accuracy_threshold = threshold->number();
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// Applies a config tree to the flags the command line left unset: nested maps name flags by their joined keys
+// (kl: {target: 0.1} → --kl-target), `domains` is read by read_domains. Errors name the file, line and key.
+void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, const std::string& prefix) {
+  for (const auto& [key, node] : map.entries()) {
+    if (prefix.empty() && key == "domains") continue;
+    std::string flag_name = prefix + key;
+    std::replace(flag_name.begin(), flag_name.end(), '_', '-');
+    node.mark_read();
+    if (node.is_map()) {
+      apply_config_tree(app, node, flag_name + "-");
+      continue;
+    }
+    const std::string flag = "--" + flag_name;
+    CLI::Option* option = app.get_option_no_throw(flag);
+    if (option == nullptr || flag == "--config" || flag == "--set") {
+      throw grpo::ConfigError(
+          fmt::format("{}: unknown field '{}' (run with --help for the flags)", node.source(), node.path()));
+    }
+    GRPO_CHECK_CONFIG(!node.is_null(), "{}: field '{}' is null", node.source(), node.path());
     if (option->count() > 0) continue;  // given on the command line
     try {
-      option->add_result(field.values);
+      option->add_result(node.texts());
       option->run_callback();
     } catch (const CLI::Error& e) {
-      throw grpo::ConfigError(fmt::format("{}: field '{}': {}", field.source, field.name, e.what()));
+      throw grpo::ConfigError(fmt::format("{}: field '{}': {}", node.source(), node.path(), e.what()));
     }
   }
+}
+
+/// Reads --config (YAML or JSON, with `extends`/`defaults` bases) and the --set overrides into the flags; returns the
+/// domains of a multi-domain run (empty otherwise).
+std::vector<DomainConfig> apply_config(CLI::App& app, Settings& s, const fs::path& config_path,
+                                       const std::vector<std::string>& overrides) {
+  if (config_path.empty() && overrides.empty()) return {};
+  grpo::io::ConfigNode root =
+      config_path.empty() ? grpo::io::parse_config("{}", "--set") : grpo::io::load_layered_config(config_path);
+  for (const std::string& assignment : overrides) grpo::io::apply_config_override(root, assignment);
+  apply_config_tree(app, root, "");
+  std::vector<DomainConfig> domains;
+  if (const auto* section = root.find("domains")) domains = read_domains(*section, s);
+  grpo::io::reject_unread_keys(root);
+  return domains;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -155,17 +284,29 @@ struct Problem {
   std::vector<std::int64_t> prompt_ids;
   std::string prompt_text;
   std::shared_ptr<const Row> row;
+  std::size_t domain = 0;  // index into Task::domain_names()
+  std::string id;          // unique over the run's prompts (the pass-rate filter's key)
 };
 
 class Task {
  public:
   virtual ~Task() = default;
-  /// The P training problems of `step` (a pure function of seed and step, so a resumed run sees the same data).
-  virtual std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) const = 0;
+  /// The P training problems of `step`. Called once per step in step order; a task with sampling state (streams,
+  /// filters) saves it with save_state, so a resumed run sees the same data.
+  virtual std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) = 0;
   virtual const std::vector<Problem>& held_out() const = 0;
   virtual std::string decode(std::span<const std::int64_t> ids) const = 0;
   virtual std::vector<std::int64_t> eos_token_ids() const = 0;
   virtual std::int64_t pad_token_id() const = 0;
+  /// Domain names (one for a single data set or the tiny task).
+  virtual std::vector<std::string> domain_names() const { return {"tiny"}; }
+  /// The pass rate of each problem of train_batch(step) (the whole batch, every rank), for curricula.
+  virtual void observe(const std::vector<Problem>& /*problems*/, std::span<const double> /*pass_rates*/,
+                       std::int64_t /*step*/) {}
+  /// Sampling metrics of the step ("curriculum/...").
+  virtual std::vector<std::pair<std::string, double>> metrics(std::int64_t /*step*/) const { return {}; }
+  virtual void save_state(grpo::train::TrainerState& /*state*/) const {}
+  virtual void load_state(const grpo::train::TrainerState& /*state*/) {}
 };
 
 std::shared_ptr<const Row> gold_row(std::string answer) {
@@ -188,7 +329,7 @@ class TinyTask final : public Task {
     }
   }
 
-  std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) const override {
+  std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) override {
     std::mt19937_64 rng(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(step));
     std::vector<Problem> out;
     while (static_cast<std::int64_t>(out.size()) < count) {
@@ -268,42 +409,95 @@ constexpr const char* kR1ZeroSystemPrompt =
     "The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> tags, "
     "respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>.";
 
-/// A JSON/JSONL data set rendered through the model's chat template and tokenizer.
-class DatasetTask final : public Task {
+/// JSON/JSONL data rendered through the model's chat template and tokenizer: one data set, or several domains
+/// (rows routed by their tag) mixed by DomainMixer. Each domain is an endless reshuffled PromptStream; the difficulty
+/// curriculum and the pass-rate filter decide which rows a stream may hand out at a step.
+class DataTask final : public Task {
  public:
-  DatasetTask(const Settings& s, grpo::text::Tokenizer tokenizer, std::vector<std::int64_t> eos_ids)
-      : tokenizer_(std::move(tokenizer)), eos_ids_(std::move(eos_ids)), seed_(s.seed) {
+  DataTask(const Settings& s, const std::vector<DomainConfig>& domains, grpo::text::Tokenizer tokenizer,
+           std::vector<std::int64_t> eos_ids)
+      : tokenizer_(std::move(tokenizer)), eos_ids_(std::move(eos_ids)),
+        schedule_(difficulty_schedule(s)), mixer_(mixer_options(s, domains)) {
     if (eos_ids_.empty() && tokenizer_.special_token_ids().eos) eos_ids_.push_back(*tokenizer_.special_token_ids().eos);
     GRPO_CHECK_CONFIG(!eos_ids_.empty(), "{}: neither config.json (eos_token_id) nor the tokenizer names an EOS token",
                       s.model_dir.string());
+    pad_ = tokenizer_.special_token_ids().pad.value_or(static_cast<std::int32_t>(eos_ids_.front()));
+    if (s.curriculum_filter_window > 0) {
+      filter_.emplace(grpo::train::PassRateFilterOptions{.window = s.curriculum_filter_window,
+                                                         .retire_unsolved = s.curriculum_filter_retire != "solved",
+                                                         .retire_solved = s.curriculum_filter_retire != "unsolved",
+                                                         .retire_steps = s.curriculum_filter_retire_steps});
+    }
     grpo::io::DatasetOptions options;
     options.format = grpo::io::parse_dataset_format(s.data_format);
     options.on_bad_row = s.on_bad_row == "skip" ? grpo::io::BadRowPolicy::skip : grpo::io::BadRowPolicy::stop;
     options.prompt_field = s.prompt_field;
     options.answer_field = s.answer_field;
     options.system_prompt = kR1ZeroSystemPrompt;
-    const auto data = grpo::io::Dataset::load(s.data_path, options);
-    if (data.skipped_rows() > 0) fmt::print("{}: skipped {} malformed rows\n", s.data_path.string(), data.skipped_rows());
-    GRPO_CHECK_CONFIG(data.size() > static_cast<std::size_t>(s.held_out),
-                      "{}: {} rows leave none for training after --held-out {}", s.data_path.string(), data.size(),
-                      s.held_out);
-    auto split = data.split(static_cast<std::size_t>(s.held_out), s.seed);
-    train_ = std::move(split.train);
-    for (const auto& example : split.held_out.examples()) held_out_.push_back(problem(example));
-    pad_ = tokenizer_.special_token_ids().pad.value_or(static_cast<std::int32_t>(eos_ids_.front()));
+    std::vector<std::vector<grpo::io::Example>> rows(std::max<std::size_t>(1, domains.size()));
+    auto load = [&](const fs::path& path) {
+      auto data = grpo::io::Dataset::load(path, options);
+      if (data.skipped_rows() > 0) fmt::print("{}: skipped {} malformed rows\n", path.string(), data.skipped_rows());
+      return data;
+    };
+    if (domains.empty()) {
+      names_ = {"data"};
+      rows[0] = load(s.data_path).examples();
+    } else {
+      std::map<std::string, std::size_t, std::less<>> domain_of_tag;
+      for (std::size_t d = 0; d < domains.size(); ++d) {
+        names_.push_back(domains[d].name);
+        for (const std::string& tag : domains[d].tags) {
+          GRPO_CHECK_CONFIG(domain_of_tag.emplace(tag, d).second, "tag '{}' is claimed by two domains", tag);
+          options.domains.emplace(tag, domains[d].kind);
+        }
+      }
+      std::vector<fs::path> files;
+      if (!s.data_path.empty()) files.push_back(s.data_path);
+      for (const auto& d : domains) files.insert(files.end(), d.data.begin(), d.data.end());
+      GRPO_CHECK_CONFIG(!files.empty(), "a multi-domain run needs --data or a 'data' file in some domain");
+      for (const fs::path& file : files) {
+        const auto data = load(file);
+        for (const auto& example : data.examples()) rows[domain_of_tag.at(example.tag)].push_back(example);
+      }
+    }
+    for (std::size_t d = 0; d < rows.size(); ++d) {
+      GRPO_CHECK_CONFIG(rows[d].size() > static_cast<std::size_t>(s.held_out),
+                        "domain '{}': {} rows leave none for training after --held-out {}", names_[d], rows[d].size(),
+                        s.held_out);
+      const auto split = grpo::io::Dataset(std::move(rows[d])).split(static_cast<std::size_t>(s.held_out), s.seed);
+      Domain domain{split.train.examples(), grpo::train::PromptStream(split.train.size(), s.seed)};
+      for (const auto& example : split.held_out.examples()) held_out_.push_back(problem(example, d));
+      // Every range the curriculum uses must hold rows of every domain, or sampling would stall mid-run.
+      for (const auto& range : schedule_.ranges()) {
+        const bool any = std::any_of(domain.train.begin(), domain.train.end(), [&](const grpo::io::Example& e) {
+          return !e.difficulty || range.contains(*e.difficulty);
+        });
+        GRPO_CHECK_CONFIG(any, "domain '{}' has no training row with a difficulty in [{}, {}] (curriculum)", names_[d],
+                          range.min, range.max);
+      }
+      domains_.push_back(std::move(domain));
+    }
   }
 
-  std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) const override {
-    // Epoch e is the training set shuffled with seed + e; step s takes the next `count` problems.
+  std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) override {
     std::vector<Problem> out;
-    const auto n = static_cast<std::int64_t>(train_.size());
-    for (std::int64_t i = (step - 1) * count; i < step * count; ++i) {
-      const std::int64_t epoch = i / n;
-      if (epoch != cached_epoch_) {
-        epoch_order_ = train_.shuffled(seed_ + static_cast<std::uint64_t>(epoch));
-        cached_epoch_ = epoch;
+    for (const std::size_t d : mixer_.assignment(step, count)) {
+      Domain& domain = domains_[d];
+      auto admitted = [&](std::size_t i) { return schedule_.admits(domain.train[i].difficulty, step); };
+      auto available = [&](std::size_t i) {
+        return admitted(i) && !(filter_ && filter_->is_retired(filter_key(d, domain.train[i]), step));
+      };
+      std::optional<std::size_t> item = domain.stream.next_accepted(available);
+      if (!item) {  // every admitted row is retired: recycle them rather than stall
+        item = domain.stream.next_accepted(admitted);
+        ++fallbacks_;
       }
-      out.push_back(problem(epoch_order_[static_cast<std::size_t>(i % n)]));
+      if (!item) {
+        item = domain.stream.next();
+        ++fallbacks_;
+      }
+      out.push_back(problem(domain.train[*item], d));
     }
     return out;
   }
@@ -314,25 +508,111 @@ class DatasetTask final : public Task {
   }
   std::vector<std::int64_t> eos_token_ids() const override { return eos_ids_; }
   std::int64_t pad_token_id() const override { return pad_; }
+  std::vector<std::string> domain_names() const override { return names_; }
+
+  void observe(const std::vector<Problem>& problems, std::span<const double> pass_rates, std::int64_t step) override {
+    if (!filter_) return;
+    for (std::size_t i = 0; i < problems.size(); ++i) filter_->observe(problems[i].id, pass_rates[i], step);
+  }
+  std::vector<std::pair<std::string, double>> metrics(std::int64_t step) const override {
+    std::vector<std::pair<std::string, double>> out;
+    if (schedule_.options().kind != grpo::train::DifficultyScheduleKind::none) {
+      const auto range = schedule_.range_at(step);
+      out.insert(out.end(), {{"curriculum/difficulty_min", range.min}, {"curriculum/difficulty_max", range.max}});
+    }
+    if (filter_) out.emplace_back("curriculum/retired_prompts", static_cast<double>(filter_->retired_count(step)));
+    if (filter_ || schedule_.options().kind != grpo::train::DifficultyScheduleKind::none) {
+      out.emplace_back("curriculum/fallbacks", static_cast<double>(fallbacks_));
+    }
+    for (std::size_t d = 0; d < domains_.size(); ++d) {
+      out.emplace_back(fmt::format("data/{}/epoch", names_[d]), static_cast<double>(domains_[d].stream.epoch()));
+    }
+    return out;
+  }
+  void save_state(grpo::train::TrainerState& state) const override {
+    for (std::size_t d = 0; d < domains_.size(); ++d) {
+      state.values[fmt::format("data/{}/position", names_[d])] = static_cast<double>(domains_[d].stream.position());
+    }
+    state.values["curriculum/fallbacks"] = static_cast<double>(fallbacks_);
+    if (filter_) state.texts["curriculum/filter"] = filter_->save();
+  }
+  void load_state(const grpo::train::TrainerState& state) override {
+    for (std::size_t d = 0; d < domains_.size(); ++d) {
+      const auto it = state.values.find(fmt::format("data/{}/position", names_[d]));
+      GRPO_CHECK(it != state.values.end(), "the checkpoint of step {} has no position for domain '{}'", state.step,
+                 names_[d]);
+      domains_[d].stream.set_position(static_cast<std::uint64_t>(it->second));
+    }
+    if (const auto it = state.values.find("curriculum/fallbacks"); it != state.values.end()) {
+      fallbacks_ = static_cast<std::int64_t>(it->second);
+    }
+    if (filter_) {
+      const auto it = state.texts.find("curriculum/filter");
+      GRPO_CHECK(it != state.texts.end(), "the checkpoint of step {} has no pass-rate filter state", state.step);
+      filter_->load(it->second, "trainer_state.json texts.curriculum/filter");
+    }
+  }
 
  private:
-  Problem problem(const grpo::io::Example& example) const {
+  struct Domain {
+    std::vector<grpo::io::Example> train;
+    grpo::train::PromptStream stream;
+  };
+
+  static grpo::train::DifficultySchedule difficulty_schedule(const Settings& s) {
+    grpo::train::DifficultyScheduleOptions o;
+    o.kind = grpo::train::parse_difficulty_schedule(s.curriculum_schedule);
+    auto range = [](const std::vector<double>& v, const char* flag) {
+      GRPO_CHECK_CONFIG(v.size() == 2, "{} needs MIN,MAX", flag);
+      return grpo::train::DifficultyRange{v[0], v[1]};
+    };
+    if (o.kind == grpo::train::DifficultyScheduleKind::linear) {
+      o.start = range(s.curriculum_start, "--curriculum-start");
+      o.end = range(s.curriculum_end, "--curriculum-end");
+      o.start_step = s.curriculum_start_step;
+      o.end_step = s.curriculum_end_step;
+    }
+    for (const std::string& stage : s.curriculum_stages) {
+      double step = 0, min = 0, max = 0;
+      char tail = 0;
+      GRPO_CHECK_CONFIG(std::sscanf(stage.c_str(), "%lf:%lf:%lf%c", &step, &min, &max, &tail) == 3,
+                        "--curriculum-stages: '{}' should be STEP:MIN:MAX", stage);
+      o.stages.push_back({static_cast<std::int64_t>(step), {min, max}});
+    }
+    return grpo::train::DifficultySchedule(std::move(o));
+  }
+  static grpo::train::DomainMixerOptions mixer_options(const Settings& s, const std::vector<DomainConfig>& domains) {
+    grpo::train::DomainMixerOptions o{.probabilities = {1.0}, .seed = s.seed};
+    if (!domains.empty()) {
+      o.probabilities.clear();
+      for (const auto& d : domains) o.probabilities.push_back(d.probability);
+    }
+    return o;
+  }
+  std::string filter_key(std::size_t domain, const grpo::io::Example& example) const {
+    return names_[domain] + "/" + example.id;
+  }
+  Problem problem(const grpo::io::Example& example, std::size_t domain) const {
     Problem p;
     p.prompt_text = tokenizer_.chat_template().render(example.prompt, {.add_generation_prompt = true});
     const auto ids = tokenizer_.encode(p.prompt_text, {.add_special_tokens = false});
     p.prompt_ids.assign(ids.begin(), ids.end());
     p.row = example.row;
+    p.domain = domain;
+    p.id = filter_key(domain, example);
     return p;
   }
 
   grpo::text::Tokenizer tokenizer_;
   std::vector<std::int64_t> eos_ids_;
-  std::uint64_t seed_;
-  grpo::io::Dataset train_;
-  std::vector<Problem> held_out_;
   std::int64_t pad_ = 0;
-  mutable grpo::io::Dataset epoch_order_;
-  mutable std::int64_t cached_epoch_ = -1;
+  std::vector<std::string> names_;
+  std::vector<Domain> domains_;
+  std::vector<Problem> held_out_;
+  grpo::train::DifficultySchedule schedule_;
+  grpo::train::DomainMixer mixer_;
+  std::optional<grpo::train::PassRateFilter> filter_;
+  std::int64_t fallbacks_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -356,7 +636,7 @@ grpo::models::CausalLM tiny_model(std::uint64_t seed) {
 }
 
 /// Supervised warm-up on wrong answers copied from the prompt: the model learns the format and to read its input.
-void warm_up(grpo::models::CausalLM& model, const TinyTask& task, std::uint64_t seed, std::int64_t steps) {
+void warm_up(grpo::models::CausalLM& model, TinyTask& task, std::uint64_t seed, std::int64_t steps) {
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(3e-3));
   std::mt19937_64 rng(seed ^ 0xa11ceULL);
   for (std::int64_t step = 1; step <= steps; ++step) {
@@ -414,39 +694,6 @@ std::optional<std::string> answer_of(const std::string& text) {
   return grpo::math::normalize_latex(text.substr(open + 8, close - open - 8));
 }
 
-struct Evaluator {
-  const Task& task;
-  const Settings& settings;
-  grpo::rewards::RewardPtr accuracy = grpo::rewards::RewardRegistry::with_builtins().create(R"({"name": "accuracy"})");
-  grpo::rewards::RewardExecutor executor;
-
-  /// k samples per held-out problem at the training temperature: mean accuracy, pass@k, maj@k.
-  grpo::train::EvalSummary operator()(grpo::models::CausalLM& model, std::int64_t step) const {
-    torch::NoGradGuard no_grad;
-    std::vector<Problem> problems = task.held_out();
-    if (settings.eval_problems > 0 && static_cast<std::int64_t>(problems.size()) > settings.eval_problems)
-      problems.resize(static_cast<std::size_t>(settings.eval_problems));
-    grpo::Sampler sampler({.temperature = settings.temperature,
-                           .max_new_tokens = settings.max_new_tokens,
-                           .eos_token_ids = task.eos_token_ids(),
-                           .pad_token_id = task.pad_token_id(),
-                           .seed = settings.seed + 7919 * static_cast<std::uint64_t>(step)});
-    std::vector<grpo::train::EvalSample> samples;
-    const std::int64_t chunk = std::max<std::int64_t>(1, 256 / settings.eval_samples);
-    for (std::size_t start = 0; start < problems.size(); start += static_cast<std::size_t>(chunk)) {
-      const std::vector<Problem> part(problems.begin() + static_cast<std::ptrdiff_t>(start),
-                                      problems.begin() + static_cast<std::ptrdiff_t>(
-                                                             std::min(problems.size(), start + chunk)));
-      const auto rollout = sampler.generate(model, prompt_ids(part), settings.eval_samples);
-      const auto batch = completions_of(rollout, part, settings.eval_samples, task);
-      const auto scores = executor.score(accuracy, batch);
-      for (std::size_t b = 0; b < batch.size(); ++b)
-        samples.push_back({answer_of(batch[b].text), scores.values[b].value_or(0.0f) > 0.5f});
-    }
-    return grpo::train::summarize_evaluation(samples, settings.eval_samples, settings.eval_samples);
-  }
-};
-
 grpo::rewards::RewardSet make_rewards(const Settings& s) {
   if (!s.reward_config.empty()) return grpo::rewards::RewardSet::from_config(grpo::io::read_file(s.reward_config));
   GRPO_CHECK_CONFIG(s.reward_weights.empty() || s.reward_weights.size() == s.rewards.size(),
@@ -460,9 +707,196 @@ grpo::rewards::RewardSet make_rewards(const Settings& s) {
   return grpo::rewards::RewardSet(std::move(entries));
 }
 
-grpo::GrpoLoss make_loss(const Settings& s) {
+
+/// The reward that decides whether a completion is correct (evaluation, pass rates), and from which value on.
+struct Judge {
+  grpo::rewards::RewardPtr reward;
+  double threshold = 1.0;
+};
+
+/// What one step's scoring gives the loop, from one RewardSet or from per-domain sets (rewards::DomainRewards).
+struct StepScores {
+  std::vector<std::optional<float>> total;  // [B]
+  std::vector<std::uint8_t> correct;        // [B] by the completion's Judge
+  std::vector<std::vector<std::pair<std::string, std::optional<double>>>> rewards;  // [B] each reward's value
+  std::vector<grpo::train::MetricValue> metrics;  // with their reductions over ranks
+};
+
+/// Each reward's value per completion, for the completion table.
+std::vector<std::vector<std::pair<std::string, std::optional<double>>>> reward_values(
+    const grpo::rewards::RewardSetScores& scores, std::size_t count) {
+  std::vector<std::vector<std::pair<std::string, std::optional<double>>>> out(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    for (std::size_t r = 0; r < scores.names.size(); ++r) {
+      const auto& v = scores.values[r][k];
+      out[k].emplace_back(scores.names[r], v ? std::optional<double>(*v) : std::nullopt);
+    }
+  }
+  return out;
+}
+
+/// Scores a step's completions: with the --rewards set, or with each domain's own set when the config has domains.
+class Scorer {
+ public:
+  Scorer(const Settings& s, const std::vector<DomainConfig>& domains) {
+    if (domains.empty()) {
+      single_.emplace(make_rewards(s));
+      const auto& entries = single_->entries();
+      const auto accuracy = std::find_if(entries.begin(), entries.end(),
+                                         [](const auto& e) { return e.reward->name() == "accuracy"; });
+      primary_ = accuracy == entries.end() ? 0 : static_cast<std::size_t>(accuracy - entries.begin());
+      return;
+    }
+    const auto registry = grpo::rewards::RewardRegistry::with_builtins();
+    std::vector<grpo::rewards::DomainSpec> specs;
+    for (const DomainConfig& d : domains) {
+      try {
+        specs.push_back(grpo::rewards::DomainSpec{.name = d.name,
+                                                  .tags = d.tags,
+                                                  .rewards = grpo::rewards::RewardSet::from_config(d.rewards_json, registry),
+                                                  .clip = d.clip,
+                                                  .normalisation = d.normalisation,
+                                                  .accuracy_reward = d.accuracy_reward,
+                                                  .accuracy_threshold = d.accuracy_threshold});
+      } catch (const grpo::ConfigError& e) {
+        throw grpo::ConfigError(fmt::format("{}: domains.{}.rewards: {}", d.rewards_source, d.name, e.what()));
+      }
+    }
+    domains_.emplace(std::move(specs));
+  }
+
+  StepScores score(std::span<const Completion> batch) const {
+    using grpo::train::MetricReduction;
+    StepScores out;
+    const double completions = static_cast<double>(batch.size());
+    if (single_) {
+      const auto scores = single_->score(batch);
+      out.total = scores.total;
+      for (const auto& value : scores.values[primary_]) out.correct.push_back(value.value_or(0.0f) >= 1.0f);
+      out.rewards = reward_values(scores, batch.size());
+      for (const auto& [name, value] : scores.metrics()) {
+        out.metrics.push_back({name, value, MetricReduction::weighted_mean, completions});
+      }
+      return out;
+    }
+    const auto scores = domains_->score(batch);
+    out.total = scores.total;
+    out.correct = scores.correct;
+    out.rewards.resize(batch.size());
+    for (std::size_t d = 0; d < scores.per_domain.size(); ++d) {
+      const auto& members = scores.members[d];
+      auto values = reward_values(scores.per_domain[d], members.size());
+      for (std::size_t k = 0; k < members.size(); ++k) out.rewards[members[k]] = std::move(values[k]);
+    }
+    // Per-domain means weigh by the domain's completions (groups for the zero-std fraction); counts add up.
+    for (const auto& [name, value] : scores.metrics()) {
+      MetricReduction reduction = MetricReduction::weighted_mean;
+      double weight = completions;
+      for (const auto& summary : scores.summaries) {
+        const std::string prefix = "domains/" + summary.name + "/";
+        if (!name.starts_with(prefix)) continue;
+        const bool count = name == prefix + "completions" || name == prefix + "groups";
+        reduction = count ? MetricReduction::sum : MetricReduction::weighted_mean;
+        weight = count ? 1.0
+                 : name == prefix + "frac_reward_zero_std" ? static_cast<double>(summary.groups)
+                                                           : static_cast<double>(summary.completions);
+      }
+      out.metrics.push_back({name, value, reduction, weight});
+    }
+    return out;
+  }
+
+  /// Domain d's judge for evaluation: its accuracy reward and threshold; for one data set (or the tiny task) the
+  /// math verifier's accuracy, right when it gives more than 0.5.
+  Judge judge(std::size_t domain) const {
+    if (!domains_) return {grpo::rewards::RewardRegistry::with_builtins().create(R"({"name": "accuracy"})"), 0.5};
+    const auto& spec = domains_->domains()[domain];
+    for (const auto& entry : spec.rewards.entries()) {
+      const std::string label = entry.label.empty() ? entry.reward->name() : entry.label;
+      if (spec.accuracy_reward.empty() || label == spec.accuracy_reward) return {entry.reward, spec.accuracy_threshold};
+    }
+    return {spec.rewards.entries().front().reward, spec.accuracy_threshold};
+  }
+
+  /// The first reward's label (of the first domain), for the console line.
+  std::string headline_reward() const {
+    const auto& entries = single_ ? single_->entries() : domains_->domains().front().rewards.entries();
+    return entries.front().label.empty() ? entries.front().reward->name() : entries.front().label;
+  }
+
+ private:
+  std::optional<grpo::rewards::RewardSet> single_;
+  std::size_t primary_ = 0;
+  std::optional<grpo::rewards::DomainRewards> domains_;
+};
+
+/// Held-out results: over all problems and per domain.
+struct Evaluation {
+  grpo::train::EvalSummary all;
+  std::vector<grpo::train::EvalSummary> per_domain;
+};
+
+struct Evaluator {
+  const Task& task;
+  const Settings& settings;
+  std::vector<Judge> judges;  // per domain
+  grpo::rewards::RewardExecutor executor{grpo::rewards::RewardExecutorOptions{}};
+
+  /// k samples per held-out problem at the training temperature: mean accuracy, pass@k, maj@k.
+  Evaluation operator()(grpo::models::CausalLM& model, std::int64_t step) const {
+    torch::NoGradGuard no_grad;
+    std::vector<Problem> problems = task.held_out();
+    if (settings.eval_problems > 0 && static_cast<std::int64_t>(problems.size()) > settings.eval_problems)
+      problems.resize(static_cast<std::size_t>(settings.eval_problems));
+    grpo::Sampler sampler({.temperature = settings.temperature,
+                           .max_new_tokens = settings.max_new_tokens,
+                           .eos_token_ids = task.eos_token_ids(),
+                           .pad_token_id = task.pad_token_id(),
+                           .seed = settings.seed + 7919 * static_cast<std::uint64_t>(step)});
+    std::vector<grpo::train::EvalSample> samples;
+    std::vector<std::vector<grpo::train::EvalSample>> by_domain(judges.size());
+    const std::int64_t chunk = std::max<std::int64_t>(1, 256 / settings.eval_samples);
+    for (std::size_t start = 0; start < problems.size(); start += static_cast<std::size_t>(chunk)) {
+      const std::vector<Problem> part(problems.begin() + static_cast<std::ptrdiff_t>(start),
+                                      problems.begin() + static_cast<std::ptrdiff_t>(
+                                                             std::min(problems.size(), start + chunk)));
+      const auto rollout = sampler.generate(model, prompt_ids(part), settings.eval_samples);
+      const auto batch = completions_of(rollout, part, settings.eval_samples, task);
+      // Each domain's completions by its own judge, one call per domain.
+      std::vector<std::optional<float>> values(batch.size());
+      for (std::size_t d = 0; d < judges.size(); ++d) {
+        std::vector<Completion> mine;
+        std::vector<std::size_t> where;
+        for (std::size_t b = 0; b < batch.size(); ++b) {
+          if (part[batch[b].group].domain != d) continue;
+          mine.push_back(batch[b]);
+          where.push_back(b);
+        }
+        if (mine.empty()) continue;
+        const auto scores = executor.score(judges[d].reward, mine);
+        for (std::size_t k = 0; k < where.size(); ++k) values[where[k]] = scores.values[k];
+      }
+      for (std::size_t b = 0; b < batch.size(); ++b) {
+        const std::size_t d = part[batch[b].group].domain;
+        const bool correct = values[b].has_value() && *values[b] >= judges[d].threshold;
+        const grpo::train::EvalSample sample{answer_of(batch[b].text), correct};
+        samples.push_back(sample);
+        by_domain[d].push_back(sample);
+      }
+    }
+    Evaluation out{grpo::train::summarize_evaluation(samples, settings.eval_samples, settings.eval_samples), {}};
+    for (const auto& domain_samples : by_domain) {
+      out.per_domain.push_back(
+          grpo::train::summarize_evaluation(domain_samples, settings.eval_samples, settings.eval_samples));
+    }
+    return out;
+  }
+};
+
+/// The loss of the recipe --loss with the flags' overrides and the KL coefficient of this step.
+grpo::GrpoLoss make_loss(const Settings& s, double beta) {
   auto options = grpo::recipes::by_name(s.loss, s.max_new_tokens);
-  options.beta = s.beta;
+  options.beta = beta;
   options.kl = grpo::parse_kl_estimator(s.kl_estimator);
   options.policy.epsilon_low = s.epsilon;
   options.policy.epsilon_high = s.loss == "cispo" ? options.policy.epsilon_high : s.epsilon_high;
@@ -474,16 +908,22 @@ grpo::GrpoLoss make_loss(const Settings& s) {
 
 int main(int argc, char** argv) try {
   Settings s;
-  CLI::App app{"GRPO R1-Zero training: the built-in tiny task, or a Hugging Face checkpoint on a data set"};
+  CLI::App app{"GRPO R1-Zero training: the built-in tiny task, or a Hugging Face checkpoint on one or several data sets"};
   add_flags(app, s);
   fs::path config_path;
-  app.add_option("--config", config_path, "JSON file of flag values {\"steps\": 100, \"loss\": \"grpo\", ...}")
+  std::vector<std::string> overrides;
+  app.add_option("--config", config_path,
+                 "YAML or JSON run config: flags by name (nested sections join: kl: {target: 0.1} is --kl-target), "
+                 "'extends: base.yaml' to inherit, 'domains:' for a multi-domain run")
       ->check(CLI::ExistingFile);
+  app.add_option("--set", overrides, "override one config key, e.g. --set kl.target=0.05 (repeatable)");
   CLI11_PARSE(app, argc, argv);
-  if (!config_path.empty()) apply_config_file(app, config_path);
+  const std::vector<DomainConfig> domains = apply_config(app, s, config_path, overrides);
   if (!s.model_dir.empty()) s.task = "data";
   const bool tiny = s.task == "tiny";
-  GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && !s.data_path.empty()), "--task data needs --model DIR and --data FILE");
+  GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && (!s.data_path.empty() || !domains.empty())),
+                    "--task data needs --model DIR and --data FILE (or a config with domains)");
+  GRPO_CHECK_CONFIG(!tiny || domains.empty(), "a config with domains needs --model DIR");
   if (s.max_new_tokens == 0) s.max_new_tokens = tiny ? 8 : 512;
   if (tiny && s.held_out == 0) s.held_out = 256;
   // One process, or one rank of scripts/launch.sh -n N (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): each rank
@@ -506,20 +946,29 @@ int main(int argc, char** argv) try {
   } else {
     model = grpo::models::from_pretrained(s.model_dir, torch::kFloat32);
     auto tokenizer = grpo::text::Tokenizer::from_pretrained(s.model_dir);
-    task = std::make_unique<DatasetTask>(s, std::move(tokenizer), model->config().eos_token_ids);
+    task = std::make_unique<DataTask>(s, domains, std::move(tokenizer), model->config().eos_token_ids);
   }
+  const std::vector<std::string> domain_names = task->domain_names();
+  const bool multi_domain = !domains.empty();
   grpo::train::broadcast_parameters(group, *model);  // every rank starts from rank 0's weights
   grpo::Policy policy(model, {.temperature = s.temperature});
+  grpo::train::KlController kl_control({.type = grpo::train::parse_kl_control(s.kl_control),
+                                        .beta = s.beta,
+                                        .target = s.kl_target,
+                                        .horizon = s.kl_horizon});
   std::optional<grpo::Policy<grpo::models::CausalLM>> reference;
   if (s.beta > 0.0) reference = policy.frozen_copy();
+  // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
+  const bool synced_reference = reference && s.ref_sync_every > 0;
 
-  auto rewards = make_rewards(s);
+  const Scorer scorer(s, domains);
   grpo::GroupAdvantage advantage({.estimator = grpo::parse_advantage_estimator(s.advantage)});
-  auto loss = make_loss(s);
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
   const grpo::train::LrScheduleOptions schedule{.base_lr = s.lr, .warmup_steps = s.warmup_steps,
                                                 .total_steps = s.steps, .decay = grpo::train::parse_lr_decay(s.lr_decay)};
-  const Evaluator evaluate{*task, s};
+  std::vector<Judge> judges;
+  for (std::size_t d = 0; d < domain_names.size(); ++d) judges.push_back(scorer.judge(d));
+  const Evaluator evaluate{*task, s, std::move(judges)};
 
   // Resume, then the sinks (appending, so a resumed run continues its files).
   grpo::train::CheckpointManager checkpoints({.directory = s.output_dir / "checkpoints",
@@ -527,10 +976,11 @@ int main(int argc, char** argv) try {
   std::int64_t first_step = 1;
   if (s.resume) {
     if (const auto latest = checkpoints.latest()) {
-      const auto state = grpo::train::load_checkpoint(group, latest->path, model, optimizer);
+      const auto state = grpo::train::load_checkpoint(group, latest->path, model, optimizer,
+                                                      synced_reference ? &reference->model() : nullptr);
       first_step = state.step + 1;
-      // A periodically synced reference is not in the checkpoint: it restarts as a copy of the resumed policy.
-      if (reference && s.ref_sync_every > 0) reference->sync_from(policy);
+      task->load_state(state);
+      if (const auto beta = state.values.find("kl_coef"); beta != state.values.end()) kl_control.restore(beta->second);
       if (main_rank) fmt::print("resumed from {} (step {})\n", latest->path.string(), state.step);
     }
   }
@@ -551,13 +1001,23 @@ int main(int argc, char** argv) try {
   };
   auto run_eval = [&](std::int64_t step) {
     const auto e = evaluate(model, step);
-    log_scalars(step, {{"eval/mean_accuracy", e.mean_accuracy},
-                       {fmt::format("eval/pass@{}", e.k), e.pass_at_k},
-                       {fmt::format("eval/maj@{}", e.samples_per_problem), e.maj_at_n}});
+    grpo::train::Scalars scalars{{"eval/mean_accuracy", e.all.mean_accuracy},
+                                 {fmt::format("eval/pass@{}", e.all.k), e.all.pass_at_k},
+                                 {fmt::format("eval/maj@{}", e.all.samples_per_problem), e.all.maj_at_n}};
     fmt::print("eval step {:4d}: held-out accuracy {:.3f}  pass@{} {:.3f}  maj@{} {:.3f}  ({} problems)\n", step,
-               e.mean_accuracy, e.k, e.pass_at_k, e.samples_per_problem, e.maj_at_n, e.problems);
+               e.all.mean_accuracy, e.all.k, e.all.pass_at_k, e.all.samples_per_problem, e.all.maj_at_n, e.all.problems);
+    if (multi_domain) {
+      for (std::size_t d = 0; d < domain_names.size(); ++d) {
+        const auto& de = e.per_domain[d];
+        scalars.emplace_back(fmt::format("eval/{}/mean_accuracy", domain_names[d]), de.mean_accuracy);
+        scalars.emplace_back(fmt::format("eval/{}/pass@{}", domain_names[d], de.k), de.pass_at_k);
+        fmt::print("  {:>12}: held-out accuracy {:.3f}  pass@{} {:.3f}  ({} problems)\n", domain_names[d],
+                   de.mean_accuracy, de.k, de.pass_at_k, de.problems);
+      }
+    }
+    log_scalars(step, scalars);
     std::fflush(stdout);
-    return e.mean_accuracy;
+    return e.all.mean_accuracy;
   };
   std::vector<std::pair<std::int64_t, double>> curve;
   if (first_step == 1 && main_rank) curve.emplace_back(0, run_eval(0));
@@ -568,7 +1028,8 @@ int main(int argc, char** argv) try {
     const double lr = grpo::train::learning_rate_at(step, schedule);
     grpo::train::set_learning_rate(optimizer, lr);
 
-    // 1. Sample G completions per prompt (this rank's share of the P prompts) and score them.
+    // 1. Sample G completions per prompt (this rank's share of the P prompts) and score them, each with its
+    //    domain's rewards.
     const auto all_problems = task->train_batch(step, s.prompts_per_step);
     const auto shard = grpo::train::shard_range(s.prompts_per_step, group.rank(), group.world_size());
     const std::vector<Problem> problems(all_problems.begin() + shard.begin, all_problems.begin() + shard.end);
@@ -582,7 +1043,20 @@ int main(int argc, char** argv) try {
       rollout = sampler.generate(model, prompt_ids(problems), s.group_size);
     }
     const auto batch = completions_of(rollout, problems, s.group_size, *task);
-    const auto scores = rewards.score(batch);
+    const StepScores scores = scorer.score(batch);
+
+    // The pass rate of every prompt of the step, gathered over the ranks, feeds the curriculum's filter.
+    {
+      torch::Tensor rates = torch::zeros({s.prompts_per_step}, torch::kFloat64);
+      auto rate = rates.accessor<double, 1>();
+      for (std::int64_t i = 0; i < shard.size(); ++i) {
+        double correct = 0.0;
+        for (std::int64_t g = 0; g < s.group_size; ++g) correct += scores.correct[static_cast<std::size_t>(i * s.group_size + g)];
+        rate[shard.begin + i] = correct / static_cast<double>(s.group_size);
+      }
+      group.all_reduce_(rates);
+      task->observe(all_problems, std::span<const double>(rates.data_ptr<double>(), all_problems.size()), step);
+    }
 
     // 2. Group-relative advantages.
     const auto totals = torch::tensor(grpo::rewards::with_nan(scores.total)).view({shard.size(), s.group_size});
@@ -597,6 +1071,8 @@ int main(int argc, char** argv) try {
     }
 
     // 4. μ passes; each accumulates the micro-batches' gradients with the whole (all ranks') batch's normaliser.
+    const double beta = kl_control.beta();
+    const auto loss = make_loss(s, beta);
     const auto normaliser = grpo::train::global_normaliser(
         group, loss.options().loss_type,
         grpo::local_normaliser(loss.options().loss_type, rollout.completion_mask, {.max_completion_length = s.max_new_tokens}));
@@ -626,7 +1102,7 @@ int main(int argc, char** argv) try {
                                        : torch::nn::utils::clip_grad_norm_(model->parameters(), 1e30);
       optimizer.step();
     }
-    if (reference && s.ref_sync_every > 0 && step % s.ref_sync_every == 0) reference->sync_from(policy, s.ref_sync_alpha);
+    if (synced_reference && step % s.ref_sync_every == 0) reference->sync_from(policy, s.ref_sync_alpha);
 
     // 5. Log: metrics file, TensorBoard, sample table, console.
     const double step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
@@ -634,8 +1110,7 @@ int main(int argc, char** argv) try {
     const double tokens = lengths.sum().item<double>();
     using grpo::train::MetricReduction;
     const double completions = static_cast<double>(batch.size());
-    std::vector<grpo::train::MetricValue> values;  // how each combines over ranks
-    for (const auto& [name, value] : scores.metrics()) values.push_back({name, value, MetricReduction::weighted_mean, completions});
+    std::vector<grpo::train::MetricValue> values = scores.metrics;  // how each combines over ranks
     values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean, double(shard.size())});
     for (auto& value : grpo::train::combine_metrics(loss_parts)) values.push_back(std::move(value));
     values.insert(values.end(),
@@ -646,31 +1121,36 @@ int main(int argc, char** argv) try {
                     MetricReduction::weighted_mean, completions},
                    {"grad_norm", grad_norm, MetricReduction::max, 1.0},
                    {"learning_rate", lr, MetricReduction::max, 1.0},
+                   {"kl_coef", beta, MetricReduction::max, 1.0},
                    {"tokens_per_second", tokens / step_seconds, MetricReduction::sum, 1.0},
                    {"step_time", step_seconds, MetricReduction::max, 1.0}});
+    for (const auto& [name, value] : task->metrics(step)) values.push_back({name, value, MetricReduction::max, 1.0});
     const grpo::train::Scalars scalars = grpo::train::reduce_metrics(group, values);
+    const std::map<std::string, double> logged(scalars.begin(), scalars.end());
+    // Adaptive KL: the step's measured KL (token mean over every rank) sets β for the next step.
+    if (const auto kl = logged.find("kl"); kl != logged.end()) kl_control.update(kl->second, rollout.batch_size() * group.world_size());
     if (main_rank) log_scalars(step, scalars);
     std::vector<grpo::train::CompletionRecord> records;
     for (std::size_t b = 0; b < batch.size() && static_cast<std::int64_t>(b) < s.log_completions; ++b) {
-      grpo::train::CompletionRecord record{batch[b].prompt, batch[b].text, {}, adv.advantages[static_cast<int64_t>(b)].item<double>()};
-      for (std::size_t k = 0; k < scores.names.size(); ++k) {
-        const auto& v = scores.values[k][b];
-        record.rewards.emplace_back(scores.names[k], v ? std::optional<double>(*v) : std::nullopt);
-      }
-      records.push_back(std::move(record));
+      records.push_back({batch[b].prompt, batch[b].text, scores.rewards[b],
+                         adv.advantages[static_cast<int64_t>(b)].item<double>(),
+                         multi_domain ? domain_names[problems[batch[b].group].domain] : std::string()});
     }
     if (main_rank) completion_table->write(step, records);
     if (main_rank && (step % s.log_every == 0 || step == first_step || step == s.steps)) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const std::map<std::string, double> logged(scalars.begin(), scalars.end());
-      const std::string first_reward = "rewards/" + scores.names.front() + "/mean";
-      fmt::print("{}\n", grpo::train::format_progress_line(
-                             step - first_step + 1, s.steps - first_step + 1, elapsed,
-                             {{"reward", logged.at("reward")},
-                              {scores.names.front(), logged.at(first_reward)},
-                              {"zero_std", logged.at("frac_reward_zero_std")},
-                              {"entropy", logged.count("entropy") ? logged.at("entropy") : 0.0},
-                              {"len", logged.at("completions/mean_length")}}));
+      std::vector<std::pair<std::string, double>> shown{{"reward", logged.at("reward")}};
+      if (multi_domain) {
+        for (const std::string& name : domain_names) shown.emplace_back(name + "_acc", logged.at("domains/" + name + "/accuracy"));
+      } else {
+        const std::string first = scorer.headline_reward();
+        shown.emplace_back(first, logged.at("rewards/" + first + "/mean"));
+      }
+      shown.insert(shown.end(), {{"zero_std", logged.at("frac_reward_zero_std")},
+                                 {"entropy", logged.count("entropy") ? logged.at("entropy") : 0.0},
+                                 {"len", logged.at("completions/mean_length")}});
+      if (kl_control.options().type == grpo::train::KlControl::adaptive) shown.emplace_back("beta", beta);
+      fmt::print("{}\n", grpo::train::format_progress_line(step - first_step + 1, s.steps - first_step + 1, elapsed, shown));
       std::fflush(stdout);
     }
 
@@ -678,7 +1158,11 @@ int main(int argc, char** argv) try {
     const bool last = step == s.steps;
     if (main_rank && ((s.eval_every > 0 && step % s.eval_every == 0) || last)) curve.emplace_back(step, run_eval(step));
     if ((s.save_every > 0 && step % s.save_every == 0) || last) {
-      grpo::train::save_checkpoint(group, checkpoints, model, optimizer, {.step = step, .seed = s.seed});
+      grpo::train::TrainerState state{.step = step, .seed = s.seed};
+      state.values["kl_coef"] = kl_control.beta();
+      task->save_state(state);
+      grpo::train::save_checkpoint(group, checkpoints, model, optimizer, state,
+                                   synced_reference ? &reference->model() : nullptr);
     }
   }
 

@@ -32,10 +32,12 @@
 
 #include <grpo/rewards/accuracy_reward.hpp>
 #include <grpo/rewards/code_tests_reward.hpp>
+#include <grpo/rewards/domain_rewards.hpp>
 #include <grpo/rewards/executor.hpp>
 #include <grpo/rewards/format_rewards.hpp>
 #include <grpo/rewards/judge_reward.hpp>
 #include <grpo/rewards/length_rewards.hpp>
+#include <grpo/rewards/math_steps.hpp>
 #include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/repetition_reward.hpp>
 #include <grpo/rewards/reward_function.hpp>
@@ -53,13 +55,19 @@
 #include <grpo/io/atomic_file.hpp>
 #include <grpo/io/dataset.hpp>
 #include <grpo/io/json_config.hpp>
+#include <grpo/io/layered_config.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/io/safetensors.hpp>
 
 #include <grpo/train/checkpoint.hpp>
+#include <grpo/train/difficulty_schedule.hpp>
+#include <grpo/train/domain_mixer.hpp>
 #include <grpo/train/evaluation.hpp>
+#include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
 #include <grpo/train/metrics_writer.hpp>
+#include <grpo/train/pass_rate_filter.hpp>
 #include <grpo/train/progress.hpp>
+#include <grpo/train/prompt_stream.hpp>
 #include <grpo/train/tensorboard.hpp>
 #include <grpo/train/distributed.hpp>

@@ -169,6 +169,7 @@ DomainScores DomainRewards::score(std::span<const Completion> batch) const {
   }
 
   out.total.assign(B, std::nullopt);
+  out.correct.assign(B, 0);
   out.per_domain.reserve(D);
   out.summaries.reserve(D);
   for (std::size_t d = 0; d < D; ++d) {
@@ -243,7 +244,10 @@ DomainScores DomainRewards::score(std::span<const Completion> batch) const {
     double length = 0.0;
     for (std::size_t k = 0; k < n; ++k) {
       const auto& a = accuracy_values[k];
-      if (a && static_cast<double>(*a) >= spec.accuracy_threshold) ++correct;
+      if (a && static_cast<double>(*a) >= spec.accuracy_threshold) {
+        ++correct;
+        out.correct[members[k]] = 1;
+      }
       const Completion& c = batch[members[k]];
       length += static_cast<double>(c.token_ids.empty() ? c.text.size() : c.token_ids.size());
     }

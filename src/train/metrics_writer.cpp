@@ -74,6 +74,10 @@ void CompletionTableWriter::write(std::int64_t step, std::span<const CompletionR
     }
     line += "},\"advantage\":";
     append_number(line, record.advantage);
+    if (!record.domain.empty()) {
+      line += ",\"domain\":";
+      append_json_quoted(line, record.domain);
+    }
     line.push_back('}');
     write_line(out_, line, path_);
   }

@@ -4,6 +4,7 @@
 // an uninterrupted one.
 #include <grpo/io/read_file.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <support/fake_judge_server.hpp>
 #include <support/model_testing.hpp>
 #include <support/process_testing.hpp>
 #include <text/reference_fixture.hpp>
@@ -65,6 +66,49 @@ StepMetrics deterministic(StepMetrics metrics) {
   return metrics;
 }
 
+/// A tiny random Qwen2 with the real vocabulary, saved as a Hugging Face checkpoint beside the real Qwen tokenizer;
+/// nullopt (with a warning) when the tokenizer is not installed.
+std::optional<fs::path> tiny_qwen_checkpoint() {
+  const auto tokenizer_dir = grpo::text::testing::find_tokenizer_dir("qwen3");
+  if (!tokenizer_dir) {
+    WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
+    return std::nullopt;
+  }
+  const auto model_dir = scratch("model");
+  auto config = grpo::testing::tiny_model_config({.vocab = 151936, .hidden = 16, .intermediate = 32});
+  config.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
+  torch::manual_seed(3);
+  grpo::models::save_pretrained(grpo::models::CausalLM(config), model_dir);
+  fs::copy_file(*tokenizer_dir / "tokenizer.json", model_dir / "tokenizer.json");
+  fs::copy_file(*tokenizer_dir / "tokenizer_config.json", model_dir / "tokenizer_config.json");
+  return model_dir;
+}
+
+/// completions.jsonl as a list of parsed lines: step, domain and the reward values by name.
+struct CompletionLine {
+  std::int64_t step = 0;
+  std::string domain;
+  std::map<std::string, double> rewards;  // NaN for no value
+};
+
+std::vector<CompletionLine> read_completions(const fs::path& output_dir) {
+  std::vector<CompletionLine> out;
+  simdjson::dom::parser parser;
+  std::ifstream in(output_dir / "completions.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    simdjson::dom::object object = parser.parse(line);
+    CompletionLine c;
+    c.step = int64_t(object["step"]);
+    std::string_view domain;
+    if (!object["domain"].get_string().get(domain)) c.domain = std::string(domain);
+    for (auto [name, value] : simdjson::dom::object(object["rewards"])) {
+      c.rewards[std::string(name)] = value.is_null() ? NAN : double(value);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("r1_zero tiny task: GRPO lifts held-out accuracy, and the same seed gives the same curve", "[examples]") {
@@ -110,27 +154,14 @@ TEST_CASE("r1_zero rejects bad flags and config files with the field at fault", 
 
 TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resume equals an uninterrupted run",
           "[examples]") {
-  const auto tokenizer_dir = grpo::text::testing::find_tokenizer_dir("qwen3");
-  if (!tokenizer_dir) {
-    WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
-    return;
-  }
   const fs::path shared = GRPO_SHARED_DIR;
   if (!fs::exists(shared / "datasets")) {
     WARN("skipped: ../shared/datasets is absent");
     return;
   }
-
-  // A tiny random Qwen2 with the real vocabulary, saved as a Hugging Face checkpoint beside the tokenizer.
-  const auto model_dir = scratch("model");
-  {
-    auto config = grpo::testing::tiny_model_config({.vocab = 151936, .hidden = 16, .intermediate = 32});
-    config.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
-    torch::manual_seed(3);
-    grpo::models::save_pretrained(grpo::models::CausalLM(config), model_dir);
-    fs::copy_file(*tokenizer_dir / "tokenizer.json", model_dir / "tokenizer.json");
-    fs::copy_file(*tokenizer_dir / "tokenizer_config.json", model_dir / "tokenizer_config.json");
-  }
+  const auto checkpoint = tiny_qwen_checkpoint();
+  if (!checkpoint) return;
+  const fs::path model_dir = *checkpoint;
 
   // A few rows of each format: ROLL (chat list in a JSON string), GSM8K ("#### N"), TRL/NuminaMath, mapped fields.
   const auto data_dir = scratch("data");
@@ -177,4 +208,168 @@ TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resu
   CHECK(grpo::io::read_file(resumed / "checkpoints" / "checkpoint-2" / "model.safetensors") ==
         grpo::io::read_file(straight / "checkpoints" / "checkpoint-2" / "model.safetensors"));
   CHECK(deterministic(read_metrics(resumed).at(2)) == deterministic(read_metrics(straight).at(2)));
+}
+
+namespace {
+
+/// r1_zero run from the source tree (the example configs name examples/data/... relative to it) with `env` set.
+grpo::testing::CommandResult r1_zero_in_source(const std::string& env, const std::string& args, const fs::path& output_dir) {
+  return grpo::testing::run_command("cd " + std::string(GRPO_SOURCE_DIR) + " && " + env + " " + GRPO_R1_ZERO_PATH +
+                                    " --output-dir " + output_dir.string() + " " + args + " 2>&1");
+}
+
+}  // namespace
+
+TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scored by its own domain's rewards",
+          "[examples][domains]") {
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  using grpo::testing::FakeServer;
+  FakeServer judge({{200, grpo::testing::chat_body("The response meets the criteria. [[YES]]")}}, 1000,
+                   std::chrono::seconds(300));
+  const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
+  // The shipped three-domain config (extends math.yaml extends base.yaml), made small with --set.
+  const std::string args = "--model " + model_dir->string() +
+                           " --config examples/configs/multi_domain.yaml --set prompts=6 --set group_size=2"
+                           " --set max_new_tokens=8 --steps 3 --eval-every 0 --eval-samples 1 --log-completions 100"
+                           " --save-every 0 --threads 1";
+  const auto dir = scratch("domains");
+  const auto run = r1_zero_in_source(env, args, dir);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+
+  // Each completion was scored by its own domain's rewards only (the completions table lists the rewards that ran).
+  const auto lines = read_completions(dir);
+  REQUIRE(lines.size() == 3 * 6 * 2);
+  std::map<std::string, int> seen;
+  for (const auto& line : lines) {
+    INFO("step " << line.step << " domain " << line.domain);
+    ++seen[line.domain];
+    std::vector<std::string> names;
+    for (const auto& [name, value] : line.rewards) names.push_back(name);
+    if (line.domain == "math") {
+      CHECK(names == std::vector<std::string>{"accuracy", "format"});
+    } else if (line.domain == "code") {
+      CHECK(names == std::vector<std::string>{"code_tests"});
+      CHECK(line.rewards.at("code_tests") == 0.0);  // random text has no code block: 0, not "no value"
+    } else {
+      REQUIRE(line.domain == "general");
+      CHECK(names == std::vector<std::string>{"judge"});
+      CHECK(line.rewards.at("judge") == 1.0);  // the fake judge says yes to everything
+    }
+  }
+  // The mix: 6 prompts with probabilities 0.5 / 0.3 / 0.2 give math 3, code 1 or 2, general 1 or 2 every step.
+  const auto metrics = read_metrics(dir);
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    INFO("step " << step);
+    const auto& m = metrics.at(step);
+    CHECK(m.at("domains/math/completions") == 6);
+    CHECK((m.at("domains/code/completions") == 2 || m.at("domains/code/completions") == 4));
+    CHECK(m.at("domains/math/completions") + m.at("domains/code/completions") + m.at("domains/general/completions") ==
+          12);
+    for (const std::string domain : {"math", "code", "general"}) {
+      for (const std::string metric : {"accuracy", "frac_reward_zero_std", "completion_length", "reward/mean", "reward/std"}) {
+        CHECK(m.count("domains/" + domain + "/" + metric) == 1);
+      }
+    }
+    CHECK(m.at("domains/general/accuracy") == 1.0);
+    CHECK(m.at("domains/code/accuracy") == 0.0);
+    CHECK(m.count("kl_coef") == 1);
+    CHECK(m.at("curriculum/difficulty_max") == Approx(2.0 + 8.0 * (step - 1) / 99.0));
+  }
+  CHECK(seen["math"] == 18);
+  CHECK(seen["general"] >= 6);
+  // The judge saw each row's own criteria.
+  const auto requests = judge.requests();
+  REQUIRE(requests.size() >= static_cast<std::size_t>(seen["general"]));
+  for (const std::string& request : requests) {
+    const bool has_criteria = request.find("Rayleigh") != std::string::npos ||
+                              request.find("bcrypt") != std::string::npos ||
+                              request.find("axial tilt") != std::string::npos ||
+                              request.find("translates source code") != std::string::npos;
+    CHECK(has_criteria);
+  }
+  // Per-domain accuracy on the console line.
+  CHECK_THAT(run.out, Catch::Contains("math_acc") && Catch::Contains("general_acc"));
+}
+
+TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing, curriculum, adaptive KL and a synced "
+          "reference",
+          "[examples][domains]") {
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  using grpo::testing::FakeServer;
+  // A judge whose verdict depends only on the request (the completion), so rewards vary within groups (and the
+  // policy learns) while every run gets the same verdicts.
+  FakeServer judge(
+      [](const std::string& request) {
+        const auto body = request.substr(request.find("\r\n\r\n"));
+        return grpo::testing::Reply{200, grpo::testing::chat_body(std::hash<std::string>{}(body) % 2 ? "[[YES]]" : "[[NO]]")};
+      },
+      1000, std::chrono::seconds(300));
+  const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
+  // Adaptive KL that moves fast (target far below the measured KL, short horizon), a reference synced every step,
+  // and a filter that retires each prompt after one all-wrong group (so steps 2-3 depend on the filter's state).
+  const std::string args = "--model " + model_dir->string() +
+                           " --config examples/configs/multi_domain.yaml --set prompts=4 --set group_size=2"
+                           " --set max_new_tokens=6 --set beta=0.05 --set kl.target=1e-6 --set kl.horizon=20"
+                           " --set ref_sync_every=1 --set ref_sync_alpha=0.5 --set curriculum.filter.window=1"
+                           " --set lr=1e-3 --eval-every 0 --eval-samples 1 --save-every 1 --keep-last 0 --threads 1";
+  const auto straight = scratch("domains_straight");
+  auto run = r1_zero_in_source(env, args + " --steps 3", straight);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  const auto resumed = scratch("domains_resumed");
+  REQUIRE(r1_zero_in_source(env, args + " --steps 2", resumed).status == 0);
+  run = r1_zero_in_source(env, args + " --steps 3 --resume", resumed);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK_THAT(run.out, Catch::Contains("resumed from"));
+
+  const auto a = straight / "checkpoints" / "checkpoint-3", b = resumed / "checkpoints" / "checkpoint-3";
+  CHECK(grpo::io::read_file(a / "model.safetensors") == grpo::io::read_file(b / "model.safetensors"));
+  CHECK(grpo::io::read_file(a / "reference" / "model.safetensors") ==
+        grpo::io::read_file(b / "reference" / "model.safetensors"));
+  CHECK(grpo::io::read_file(a / "trainer_state.json") == grpo::io::read_file(b / "trainer_state.json"));
+  const auto m_straight = read_metrics(straight), m_resumed = read_metrics(resumed);
+  CHECK(deterministic(m_resumed.at(3)) == deterministic(m_straight.at(3)));
+  // The parts were active: β moved, the filter retired prompts, the reference differs from the policy.
+  CHECK(m_straight.at(2).at("kl_coef") != m_straight.at(1).at("kl_coef"));
+  CHECK(m_straight.at(3).at("curriculum/retired_prompts") > 0);
+  CHECK(grpo::io::read_file(a / "reference" / "model.safetensors") != grpo::io::read_file(a / "model.safetensors"));
+  const std::string state = grpo::io::read_file(a / "trainer_state.json");
+  CHECK_THAT(state, Catch::Contains("\"data/code/position\"") && Catch::Contains("\"curriculum/filter\""));
+}
+
+TEST_CASE("r1_zero layered configs: bad keys, overrides, bases and tags are rejected with the place at fault",
+          "[examples][domains]") {
+  const auto dir = scratch("config_errors");
+  const std::string source = GRPO_SOURCE_DIR;
+  auto r = r1_zero("--config " + source + "/examples/configs/base.yaml --set kl.targte=0.2", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("--set kl.targte=0.2: unknown field 'kl.targte'"));
+  std::ofstream(dir / "typo.yaml") << "extends: " << source << "/examples/configs/multi_domain.yaml\n"
+                                   << "domains:\n  math:\n    probabilty: 0.4\n";
+  r = r1_zero("--config " + (dir / "typo.yaml").string(), dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("typo.yaml:4: unknown key 'domains.math.probabilty'"));
+  std::ofstream(dir / "orphan.yaml") << "steps: 3\nextends: missing_base.yaml\n";
+  r = r1_zero("--config " + (dir / "orphan.yaml").string(), dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("orphan.yaml:2") && Catch::Contains("missing_base.yaml"));
+  std::ofstream(dir / "general.yaml") << "domains:\n  general: {data: x.jsonl}\n";
+  r = r1_zero("--config " + (dir / "general.yaml").string() + " --model " + dir.string(), dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("domain 'general' (general) needs 'rewards'"));
+
+  // A row whose tag no domain serves: an error at start naming the file, line and tag.
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  std::ofstream(dir / "physics.jsonl")
+      << R"({"id": "p1", "tag": "math", "messages": [{"role": "user", "content": "1+1?"}], "ground_truth": "2"})" "\n"
+      << R"({"id": "p2", "tag": "physics", "messages": [{"role": "user", "content": "g?"}], "ground_truth": "9.8"})" "\n";
+  std::ofstream(dir / "tags.yaml") << "domains:\n  math:\n    data: " << (dir / "physics.jsonl").string() << "\n";
+  r = r1_zero("--model " + model_dir->string() + " --config " + (dir / "tags.yaml").string() + " --steps 1", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("physics.jsonl:2") && Catch::Contains("tag 'physics'"));
 }

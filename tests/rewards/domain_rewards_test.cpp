@@ -224,6 +224,9 @@ TEST_CASE("DomainRewards summaries and metrics, by hand", "[rewards][domains]") 
   CHECK(chat.frac_reward_zero_std == Approx(0.5));  // prompt 5
   CHECK(chat.mean_length == Approx((1 + 1 + 4 + 4) / 4.0));
 
+  // Per completion (batch order): the accuracy metric's numerator, for pass rates.
+  CHECK(scores.correct == std::vector<std::uint8_t>{1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1});
+
   const auto& poetry = scores.summaries[3];  // absent: reported with zeros
   CHECK(poetry.name == "poetry");
   CHECK(poetry.completions == 0);

@@ -224,7 +224,7 @@ TEST_CASE("a process killed while writing checkpoints leaves the previous one lo
   fs::remove_all(dir);
 }
 
-TEST_CASE("checkpoint: text state and a reference model round trip; a missing reference is an error",
+TEST_CASE("checkpoint: text state and a reference model round trip, a missing reference is an error",
           "[train][checkpoint]") {
   const fs::path dir = fresh_dir("grpo_checkpoint_reference_test");
   torch::manual_seed(5);

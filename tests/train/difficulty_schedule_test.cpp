@@ -40,7 +40,7 @@ TEST_CASE("difficulty schedule: linear widening, by hand", "[train][curriculum]"
   CHECK(sliding.range_at(10) == DifficultyRange{5, 10});
 }
 
-TEST_CASE("difficulty schedule: stages switch at their steps; none admits all; errors", "[train][curriculum]") {
+TEST_CASE("difficulty schedule: stages switch at their steps, none admits all, errors", "[train][curriculum]") {
   const DifficultySchedule staged({.kind = DifficultyScheduleKind::staged,
                                    .stages = {{10, {0, 4}}, {50, {0, 7}}, {100, {3, 10}}}});
   CHECK(staged.range_at(1) == DifficultyRange{0, 4});  // the first stage also applies before its step

@@ -31,7 +31,7 @@ TEST_CASE("adaptive KL controller follows the published update rule", "[train][k
   CHECK(fast.update(0.02, 50) == Approx(0.5 * (1 + 0.2 * 0.5)));
 }
 
-TEST_CASE("fixed KL controller never moves; options are validated", "[train][kl_controller]") {
+TEST_CASE("fixed KL controller never moves, options are validated", "[train][kl_controller]") {
   KlController fixed({.beta = 0.04});
   CHECK(fixed.update(5.0, 1000) == 0.04);
   CHECK(grpo::train::parse_kl_control("adaptive") == KlControl::adaptive);

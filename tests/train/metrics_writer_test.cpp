@@ -85,6 +85,7 @@ TEST_CASE("CompletionTableWriter escapes strings and writes missing rewards as n
   const std::vector<CompletionRecord> records = {
       {"say \"hi\"\n", "tab\there\x01\\", {{"accuracy", 1.0}, {"format", std::nullopt}}, -0.5},
       {"p", "", {}, std::nan("")},
+      {"q", "c", {{"code_tests", 0.5}}, 1.0, "code"},
   };
   {
     CompletionTableWriter writer(path);
@@ -94,6 +95,7 @@ TEST_CASE("CompletionTableWriter escapes strings and writes missing rewards as n
         std::vector<std::string>{
             R"({"step":4,"prompt":"say \"hi\"\n","completion":"tab\there\u0001\\","rewards":{"accuracy":1,"format":null},"advantage":-0.5})",
             R"({"step":4,"prompt":"p","completion":"","rewards":{},"advantage":null})",
+            R"({"step":4,"prompt":"q","completion":"c","rewards":{"code_tests":0.5},"advantage":1,"domain":"code"})",
         });
   fs::remove_all(dir);
 }

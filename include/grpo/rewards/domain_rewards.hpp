@@ -20,6 +20,7 @@
 #include <grpo/rewards/reward_set.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
@@ -86,6 +87,9 @@ struct DomainScores {
   /// is also reported as nullopt, GroupAdvantage's "no value").
   std::vector<std::optional<float>> total;
   std::vector<std::size_t> domain;                ///< [B] domain index per completion
+  /// [B] 1 when the completion's domain accuracy reward gave a value >= its accuracy_threshold (the "accuracy"
+  /// metric's numerator; a prompt's pass rate for curricula), else 0.
+  std::vector<std::uint8_t> correct;
   std::vector<std::vector<std::size_t>> members;  ///< [D] batch indices of each domain's completions, in order
   /// [D] each domain's RewardSetScores over its own completions, in batch order (entry k is completion members[d][k]);
   /// `total` there is the raw weighted total, before clip and normalisation. A domain absent from the batch has its

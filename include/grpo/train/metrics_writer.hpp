@@ -58,11 +58,12 @@ struct CompletionRecord {
   std::string completion;
   std::vector<std::pair<std::string, std::optional<double>>> rewards;  ///< per reward; nullopt = no value
   double advantage = 0.0;
+  std::string domain;  ///< the prompt's domain in a multi-domain run; written only when not empty
 };
 
 /// Writes one JSON object per completion: {"step": 3, "prompt": "...", "completion": "...",
-/// "rewards": {"accuracy": 1, "format": null}, "advantage": 0.5}; strings are JSON-escaped, missing or non-finite
-/// values are null.
+/// "rewards": {"accuracy": 1, "format": null}, "advantage": 0.5[, "domain": "math"]}; strings are JSON-escaped,
+/// missing or non-finite values are null.
 class CompletionTableWriter {
  public:
   explicit CompletionTableWriter(const std::filesystem::path& path, OpenMode mode = OpenMode::append);

@@ -504,7 +504,7 @@ class DataTask final : public Task {
   const std::vector<Problem>& held_out() const override { return held_out_; }
   std::string decode(std::span<const std::int64_t> ids) const override {
     const std::vector<std::int32_t> narrow(ids.begin(), ids.end());
-    return tokenizer_.decode(narrow, {.skip_special_tokens = true});
+    return tokenizer_.decode(narrow, {.skip_special_tokens = true, .skip_unknown_ids = true});
   }
   std::vector<std::int64_t> eos_token_ids() const override { return eos_ids_; }
   std::int64_t pad_token_id() const override { return pad_; }

@@ -220,7 +220,7 @@ int run_generate(GenerateArgs args) {
     if (rollout.completion_mask[0][t].item<int64_t>() == 0) break;
     completion.push_back(static_cast<int32_t>(rollout.completion_ids[0][t].item<int64_t>()));
   }
-  std::cout << tokenizer.decode(completion, {.skip_special_tokens = true}) << "\n";
+  std::cout << tokenizer.decode(completion, {.skip_special_tokens = true, .skip_unknown_ids = true}) << "\n";
   return 0;
 }
 

@@ -421,8 +421,9 @@ struct Tokenizer::Impl {
     static std::atomic<uint64_t> counter{0};
     return ++counter;
   }
+  bool has_id(int32_t id) const { return id >= 0 && static_cast<std::size_t>(id) < present.size() && present[id]; }
   void check_id(int32_t id) const {
-    GRPO_CHECK(id >= 0 && static_cast<std::size_t>(id) < present.size() && present[id],
+    GRPO_CHECK(has_id(id),
                "token id {} is not in the vocabulary of {} (vocab_size {})", id, source, present.size());
   }
 };
@@ -987,6 +988,7 @@ std::vector<std::vector<int32_t>> Tokenizer::encode_batch(std::span<const std::s
 std::string Tokenizer::decode_bytes(std::span<const int32_t> ids, const DecodeOptions& options) const {
   std::string out;
   for (const int32_t id : ids) {
+    if (options.skip_unknown_ids && !impl_->has_id(id)) continue;
     impl_->check_id(id);
     if (options.skip_special_tokens && impl_->special[static_cast<std::size_t>(id)]) continue;
     out += impl_->bytes[static_cast<std::size_t>(id)];

@@ -179,6 +179,8 @@ TEST_CASE("tiny tokenizer: decode", "[text][tokenizer]") {
   CHECK(tok.decode(Ids{0xC3, 0xA9}) == "\xC3\xA9");
   CHECK_THROWS_AS(tok.decode(Ids{266}), grpo::Error);
   CHECK_THROWS_AS(tok.decode(Ids{-1}), grpo::Error);
+  // Model output may hold ids past the vocabulary (a padded embedding): dropped on request, as Hugging Face does.
+  CHECK(tok.decode(Ids{260, 266, 259, -1, 'o', 'r', 'l', 'd'}, {.skip_unknown_ids = true}) == "hello world");
   CHECK_THROWS_WITH(tok.id_to_token(1000), Catch::Contains("1000"));
   const std::vector<Ids> batch{{260}, {259}};
   CHECK(tok.decode_batch(batch) == std::vector<std::string>{"hello", " w"});

@@ -24,9 +24,11 @@ inline std::vector<std::vector<int32_t>> completion_token_ids(const Rollout& rol
 }
 
 /// Decoded completion of each row [B]: its valid tokens through tokenizer.decode (special tokens such as the EOS
-/// dropped by default, as rewards expect).
+/// dropped by default, as rewards expect, and ids past the tokenizer's vocabulary, which a padded embedding can
+/// sample, dropped instead of throwing).
 inline std::vector<std::string> decode_completions(const Rollout& rollout, const text::Tokenizer& tokenizer,
-                                                   text::DecodeOptions options = {.skip_special_tokens = true}) {
+                                                   text::DecodeOptions options = {.skip_special_tokens = true,
+                                                                                  .skip_unknown_ids = true}) {
   return tokenizer.decode_batch(completion_token_ids(rollout), options);
 }
 

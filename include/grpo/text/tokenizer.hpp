@@ -61,6 +61,10 @@ struct EncodeOptions {
 struct DecodeOptions {
   /// Drop special added tokens (<|im_end|>, <|endoftext|>, ...) from the text, as Hugging Face's decode does.
   bool skip_special_tokens = false;
+  /// Drop ids that name no token instead of throwing, as Hugging Face's Rust tokenizer does. For model output: a
+  /// checkpoint's embedding is often padded past the tokenizer's vocabulary (Qwen's 151936 rows for about 151.7k tokens), and
+  /// a sampler can draw those ids.
+  bool skip_unknown_ids = false;
 };
 
 /// One entry of tokenizer.json's "added_tokens".

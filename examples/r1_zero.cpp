@@ -53,6 +53,9 @@ struct Settings {
   std::int64_t micro_batches = 1;   // gradient accumulation: the batch is split, one optimizer step per pass
   std::int64_t ref_sync_every = 0;  // TR-DPO: move the reference towards the policy every N steps (0 = never)
   double ref_sync_alpha = 1.0;
+  // DAPO dynamic sampling: rounds of prompts until P groups have reward spread (0 rounds = off).
+  std::int64_t dynamic_sampling_max_rounds = 0, dynamic_sampling_prompts = 0;
+  std::string dynamic_sampling_at_cap = "train";
   std::string kl_control = "fixed";  // fixed β, or adaptive towards kl_target (train/kl_controller.hpp)
   double kl_target = 0.1, kl_horizon = 10000;
   // Curriculum (data sets): the difficulty range sampled over the steps, and the pass-rate filter.
@@ -114,6 +117,15 @@ void add_flags(CLI::App& app, Settings& s) {
   app.add_option("--ref-sync-every", s.ref_sync_every, "reference update period in steps (0 = frozen)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--ref-sync-alpha", s.ref_sync_alpha, "reference update mix α (1 = copy)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--dynamic-sampling-max-rounds", s.dynamic_sampling_max_rounds,
+                 "DAPO dynamic sampling: drop groups without reward spread and sample up to this many rounds of "
+                 "prompts until P groups have spread (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--dynamic-sampling-prompts", s.dynamic_sampling_prompts, "prompts per round (0 = --prompts)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--dynamic-sampling-at-cap", s.dynamic_sampling_at_cap,
+                 "when the rounds run out: train on the groups found (none: skip), or skip the step")
+      ->check(CLI::IsMember({"train", "skip"}));
   app.add_option("--kl-control", s.kl_control, "KL coefficient control: fixed or adaptive (β from --beta, moved towards --kl-target)")
       ->check(CLI::IsMember({"fixed", "adaptive"}));
   app.add_option("--kl-target", s.kl_target, "adaptive KL: target KL per token")->check(CLI::PositiveNumber);
@@ -234,10 +246,10 @@ std::vector<DomainConfig> read_domains(const grpo::io::ConfigNode& section, cons
 }
 
 // Applies a config tree to the flags the command line left unset: nested maps name flags by their joined keys
-// (kl: {target: 0.1} → --kl-target), `domains` is read by read_domains. Errors name the file, line and key.
+// (kl: {target: 0.1} → --kl-target), `domains` and `stages` are read by read_domains and read_stages. Errors name the file, line and key.
 void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, const std::string& prefix) {
   for (const auto& [key, node] : map.entries()) {
-    if (prefix.empty() && key == "domains") continue;
+    if (prefix.empty() && (key == "domains" || key == "stages")) continue;
     std::string flag_name = prefix + key;
     std::replace(flag_name.begin(), flag_name.end(), '_', '-');
     node.mark_read();
@@ -262,19 +274,58 @@ void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, const std
   }
 }
 
+/// The config's `stages` list: DeepScaleR-style context lengthening (train/context_schedule.hpp).
+std::vector<grpo::train::ContextStage> read_stages(const grpo::io::ConfigNode& section) {
+  GRPO_CHECK_CONFIG(section.is_list() && !section.items().empty(), "{}: '{}' should be a list of stages",
+                    section.source(), section.path());
+  std::vector<grpo::train::ContextStage> out;
+  for (const grpo::io::ConfigNode& node : section.items()) {
+    GRPO_CHECK_CONFIG(node.is_map(), "{}: '{}' should be a map", node.source(), node.path());
+    grpo::train::ContextStage stage;
+    stage.max_new_tokens = node.at("max_new_tokens").integer();
+    if (const auto* g = node.find("group_size")) stage.group_size = g->integer();
+    if (const auto* lr = node.find("lr")) stage.learning_rate = lr->number();
+    if (const auto* mask = node.find("mask_truncated")) stage.mask_truncated = mask->boolean();
+    if (const auto* buffer = node.find("overlong_buffer")) stage.overlong_buffer = buffer->integer();
+    if (const auto* factor = node.find("overlong_factor")) stage.overlong_factor = factor->number();
+    if (const auto* at = node.find("at_step")) stage.at_step = at->integer();
+    if (const auto* patience = node.find("patience")) stage.patience = patience->integer();
+    if (const auto* when = node.find("when")) {  // "METRIC OP THRESHOLD", e.g. "completions/clipped_ratio >= 0.1"
+      char metric[256] = {}, op[3] = {};
+      char tail = 0;
+      double threshold = 0.0;
+      GRPO_CHECK_CONFIG(std::sscanf(when->text().c_str(), "%255s %2s %lf %c", metric, op, &threshold, &tail) == 3,
+                        "{}: '{}' should read METRIC OP THRESHOLD (e.g. completions/clipped_ratio >= 0.1), got '{}'",
+                        when->source(), when->path(), when->text());
+      stage.metric = metric;
+      stage.op = op;
+      stage.threshold = threshold;
+    }
+    out.push_back(std::move(stage));
+  }
+  return out;
+}
+
+/// What a config file adds to the flags: multi-domain settings and context stages.
+struct ConfigSections {
+  std::vector<DomainConfig> domains;
+  std::vector<grpo::train::ContextStage> stages;
+};
+
 /// Reads --config (YAML or JSON, with `extends`/`defaults` bases) and the --set overrides into the flags; returns the
-/// domains of a multi-domain run (empty otherwise).
-std::vector<DomainConfig> apply_config(CLI::App& app, Settings& s, const fs::path& config_path,
-                                       const std::vector<std::string>& overrides) {
+/// sections that are not flags.
+ConfigSections apply_config(CLI::App& app, Settings& s, const fs::path& config_path,
+                            const std::vector<std::string>& overrides) {
   if (config_path.empty() && overrides.empty()) return {};
   grpo::io::ConfigNode root =
       config_path.empty() ? grpo::io::parse_config("{}", "--set") : grpo::io::load_layered_config(config_path);
   for (const std::string& assignment : overrides) grpo::io::apply_config_override(root, assignment);
   apply_config_tree(app, root, "");
-  std::vector<DomainConfig> domains;
-  if (const auto* section = root.find("domains")) domains = read_domains(*section, s);
+  ConfigSections sections;
+  if (const auto* domains = root.find("domains")) sections.domains = read_domains(*domains, s);
+  if (const auto* stages = root.find("stages")) sections.stages = read_stages(*stages);
   grpo::io::reject_unread_keys(root);
-  return domains;
+  return sections;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -843,13 +894,13 @@ struct Evaluator {
   grpo::rewards::RewardExecutor executor{grpo::rewards::RewardExecutorOptions{}};
 
   /// k samples per held-out problem at the training temperature: mean accuracy, pass@k, maj@k.
-  Evaluation operator()(grpo::models::CausalLM& model, std::int64_t step) const {
+  Evaluation operator()(grpo::models::CausalLM& model, std::int64_t step, std::int64_t max_new_tokens) const {
     torch::NoGradGuard no_grad;
     std::vector<Problem> problems = task.held_out();
     if (settings.eval_problems > 0 && static_cast<std::int64_t>(problems.size()) > settings.eval_problems)
       problems.resize(static_cast<std::size_t>(settings.eval_problems));
     grpo::Sampler sampler({.temperature = settings.temperature,
-                           .max_new_tokens = settings.max_new_tokens,
+                           .max_new_tokens = max_new_tokens,
                            .eos_token_ids = task.eos_token_ids(),
                            .pad_token_id = task.pad_token_id(),
                            .seed = settings.seed + 7919 * static_cast<std::uint64_t>(step)});
@@ -893,9 +944,38 @@ struct Evaluator {
   }
 };
 
-/// The loss of the recipe --loss with the flags' overrides and the KL coefficient of this step.
-grpo::GrpoLoss make_loss(const Settings& s, double beta) {
-  auto options = grpo::recipes::by_name(s.loss, s.max_new_tokens);
+/// DAPO's soft overlong punishment of the stage (its limit, the last overlong_buffer tokens), weighted by
+/// overlong_factor and added to each completion's total (a total no reward could judge stays missing).
+void add_overlong_penalty(StepScores& scores, std::span<const Completion> batch, const grpo::train::ContextStage& stage) {
+  const grpo::rewards::SoftOverlongReward penalty(
+      {.max_completion_len = static_cast<std::size_t>(stage.max_new_tokens),
+       .soft_punish_cache = static_cast<std::size_t>(stage.overlong_buffer)});
+  const auto values = penalty.score(batch, {});
+  double sum = 0.0;
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    const double v = values[b].value_or(0.0f);
+    sum += v;
+    if (scores.total[b]) scores.total[b] = static_cast<float>(*scores.total[b] + stage.overlong_factor * v);
+    scores.rewards[b].emplace_back("soft_overlong", v);
+  }
+  scores.metrics.push_back({"rewards/soft_overlong/mean", batch.empty() ? 0.0 : sum / static_cast<double>(batch.size()),
+                            grpo::train::MetricReduction::weighted_mean, static_cast<double>(batch.size())});
+}
+
+/// Prints a context stage switch and the new stage's settings.
+void report_stage(const grpo::train::StageSwitch& change, const grpo::train::ContextSchedule& context) {
+  const auto& stage = context.stages()[change.to];
+  fmt::print("context stage {} -> {} from step {} ({}): max_new_tokens {}{}{}{}\n", change.from, change.to, change.step,
+             change.reason, stage.max_new_tokens,
+             stage.group_size ? fmt::format(", group size {}", *stage.group_size) : "",
+             stage.learning_rate ? fmt::format(", lr {}", *stage.learning_rate) : "",
+             stage.mask_truncated ? ", truncated completions masked" : "");
+  std::fflush(stdout);
+}
+
+/// The loss of the recipe --loss with the flags' overrides, the KL coefficient and completion limit of this step.
+grpo::GrpoLoss make_loss(const Settings& s, double beta, std::int64_t max_new_tokens) {
+  auto options = grpo::recipes::by_name(s.loss, max_new_tokens);
   options.beta = beta;
   options.kl = grpo::parse_kl_estimator(s.kl_estimator);
   options.policy.epsilon_low = s.epsilon;
@@ -918,13 +998,19 @@ int main(int argc, char** argv) try {
       ->check(CLI::ExistingFile);
   app.add_option("--set", overrides, "override one config key, e.g. --set kl.target=0.05 (repeatable)");
   CLI11_PARSE(app, argc, argv);
-  const std::vector<DomainConfig> domains = apply_config(app, s, config_path, overrides);
+  const ConfigSections sections = apply_config(app, s, config_path, overrides);
+  const std::vector<DomainConfig>& domains = sections.domains;
   if (!s.model_dir.empty()) s.task = "data";
   const bool tiny = s.task == "tiny";
   GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && (!s.data_path.empty() || !domains.empty())),
                     "--task data needs --model DIR and --data FILE (or a config with domains)");
   GRPO_CHECK_CONFIG(!tiny || domains.empty(), "a config with domains needs --model DIR");
   if (s.max_new_tokens == 0) s.max_new_tokens = tiny ? 8 : 512;
+  // Context stages (DeepScaleR); without a `stages` section, one stage of the flags' limit and group size.
+  grpo::train::ContextSchedule context(sections.stages.empty()
+                                           ? std::vector<grpo::train::ContextStage>{{.max_new_tokens = s.max_new_tokens}}
+                                           : sections.stages);
+  const bool dynamic_sampling = s.dynamic_sampling_max_rounds > 0;
   if (tiny && s.held_out == 0) s.held_out = 256;
   // One process, or one rank of scripts/launch.sh -n N (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): each rank
   // samples its share of the P prompts; gradients and metrics are combined so a step equals one process's.
@@ -964,7 +1050,7 @@ int main(int argc, char** argv) try {
   const Scorer scorer(s, domains);
   grpo::GroupAdvantage advantage({.estimator = grpo::parse_advantage_estimator(s.advantage)});
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
-  const grpo::train::LrScheduleOptions schedule{.base_lr = s.lr, .warmup_steps = s.warmup_steps,
+  grpo::train::LrScheduleOptions schedule{.base_lr = s.lr, .warmup_steps = s.warmup_steps,
                                                 .total_steps = s.steps, .decay = grpo::train::parse_lr_decay(s.lr_decay)};
   std::vector<Judge> judges;
   for (std::size_t d = 0; d < domain_names.size(); ++d) judges.push_back(scorer.judge(d));
@@ -981,6 +1067,7 @@ int main(int argc, char** argv) try {
       first_step = state.step + 1;
       task->load_state(state);
       if (const auto beta = state.values.find("kl_coef"); beta != state.values.end()) kl_control.restore(beta->second);
+      if (state.values.count("context/stage")) context.restore(state.values);
       if (main_rank) fmt::print("resumed from {} (step {})\n", latest->path.string(), state.step);
     }
   }
@@ -999,8 +1086,8 @@ int main(int argc, char** argv) try {
     metrics_file->write(step, scalars);
     if (tensorboard) tensorboard->write(step, scalars);
   };
-  auto run_eval = [&](std::int64_t step) {
-    const auto e = evaluate(model, step);
+  auto run_eval = [&](std::int64_t step, std::int64_t max_new_tokens) {
+    const auto e = evaluate(model, step, max_new_tokens);
     grpo::train::Scalars scalars{{"eval/mean_accuracy", e.all.mean_accuracy},
                                  {fmt::format("eval/pass@{}", e.all.k), e.all.pass_at_k},
                                  {fmt::format("eval/maj@{}", e.all.samples_per_problem), e.all.maj_at_n}};
@@ -1020,51 +1107,106 @@ int main(int argc, char** argv) try {
     return e.all.mean_accuracy;
   };
   std::vector<std::pair<std::int64_t, double>> curve;
-  if (first_step == 1 && main_rank) curve.emplace_back(0, run_eval(0));
+  if (first_step == 1 && main_rank) curve.emplace_back(0, run_eval(0, context.current().max_new_tokens));
 
   const auto start = std::chrono::steady_clock::now();
   for (std::int64_t step = first_step; step <= s.steps; ++step) {
     const auto step_start = std::chrono::steady_clock::now();
+    // The context stage of this step: its completion limit, group size, learning rate and overlong handling.
+    if (const auto change = context.begin_step(step); change && main_rank) report_stage(*change, context);
+    const grpo::train::ContextStage& stage = context.current();
+    const std::int64_t max_new_tokens = stage.max_new_tokens;
+    const std::int64_t group_size = stage.group_size.value_or(s.group_size);
+    schedule.base_lr = stage.learning_rate.value_or(s.lr);
     const double lr = grpo::train::learning_rate_at(step, schedule);
     grpo::train::set_learning_rate(optimizer, lr);
 
-    // 1. Sample G completions per prompt (this rank's share of the P prompts) and score them, each with its
-    //    domain's rewards.
-    const auto all_problems = task->train_batch(step, s.prompts_per_step);
-    const auto shard = grpo::train::shard_range(s.prompts_per_step, group.rank(), group.world_size());
-    const std::vector<Problem> problems(all_problems.begin() + shard.begin, all_problems.begin() + shard.end);
-    const std::uint64_t sample_seed = (s.seed * 1000003 + static_cast<std::uint64_t>(step)) * 131 + group.rank();
-    grpo::Sampler sampler({.temperature = s.temperature, .max_new_tokens = s.max_new_tokens, .top_k = s.top_k,
-                           .top_p = s.top_p, .min_p = s.min_p, .eos_token_ids = task->eos_token_ids(),
-                           .pad_token_id = task->pad_token_id(), .seed = sample_seed});
-    grpo::Rollout rollout;
-    {
-      torch::NoGradGuard no_grad;
-      rollout = sampler.generate(model, prompt_ids(problems), s.group_size);
-    }
-    const auto batch = completions_of(rollout, problems, s.group_size, *task);
-    const StepScores scores = scorer.score(batch);
+    // 1. Rounds of sampling and scoring: G completions per prompt of this rank's share of the round's prompts, each
+    //    scored by its domain's rewards. One round; with dynamic sampling, rounds until P groups have reward spread.
+    grpo::train::GroupCollector collector({.target_groups = s.prompts_per_step,
+                                           .max_rounds = dynamic_sampling ? s.dynamic_sampling_max_rounds : 1,
+                                           .at_cap = grpo::train::parse_dynamic_sampling_cap(s.dynamic_sampling_at_cap)});
+    const std::int64_t round_prompts =
+        dynamic_sampling && s.dynamic_sampling_prompts > 0 ? s.dynamic_sampling_prompts : s.prompts_per_step;
+    std::vector<grpo::Rollout> kept_rollouts;
+    std::vector<Problem> kept_problems;                      // this rank's kept prompts
+    std::vector<Completion> batch;                           // their completions (group = index in kept_problems)
+    std::vector<std::optional<float>> kept_total;
+    std::vector<std::vector<std::pair<std::string, std::optional<double>>>> kept_rewards;
+    std::vector<std::vector<grpo::train::MetricValue>> score_parts;  // one list per round
+    std::vector<torch::Tensor> sampled_lengths, sampled_truncated;    // every completion sampled this step
+    do {
+      const auto round = static_cast<std::uint64_t>(collector.rounds());
+      const auto all_problems = task->train_batch(step, round_prompts);
+      const auto shard = grpo::train::shard_range(round_prompts, group.rank(), group.world_size());
+      const std::vector<Problem> problems(all_problems.begin() + shard.begin, all_problems.begin() + shard.end);
+      const std::uint64_t sample_seed =
+          ((s.seed * 1000003 + static_cast<std::uint64_t>(step)) * 131 + group.rank()) ^ (round * 0x9E3779B97F4A7C15ULL);
+      grpo::Sampler sampler({.temperature = s.temperature, .max_new_tokens = max_new_tokens, .top_k = s.top_k,
+                             .top_p = s.top_p, .min_p = s.min_p, .eos_token_ids = task->eos_token_ids(),
+                             .pad_token_id = task->pad_token_id(), .seed = sample_seed});
+      grpo::Rollout rollout;
+      {
+        torch::NoGradGuard no_grad;
+        rollout = sampler.generate(model, prompt_ids(problems), group_size);
+      }
+      const auto round_batch = completions_of(rollout, problems, group_size, *task);
+      StepScores scores = scorer.score(round_batch);
+      if (stage.overlong_buffer > 0) add_overlong_penalty(scores, round_batch, stage);
+      sampled_lengths.push_back(rollout.completion_lengths().to(torch::kFloat64));
+      sampled_truncated.push_back(rollout.truncated.to(torch::kFloat64));
+      score_parts.push_back(scores.metrics);
 
-    // The pass rate of every prompt of the step, gathered over the ranks, feeds the curriculum's filter.
-    {
-      torch::Tensor rates = torch::zeros({s.prompts_per_step}, torch::kFloat64);
-      auto rate = rates.accessor<double, 1>();
+      // Pass rates (for the curriculum) and reward spread (for dynamic sampling) of every prompt of the round,
+      // summed over the ranks so that every rank sees the whole round.
+      torch::Tensor flags = torch::zeros({2, round_prompts}, torch::kFloat64);
+      auto flag = flags.accessor<double, 2>();
+      const auto totals = torch::tensor(grpo::rewards::with_nan(scores.total)).view({shard.size(), group_size});
+      const auto informative = grpo::train::informative_groups(totals);
       for (std::int64_t i = 0; i < shard.size(); ++i) {
         double correct = 0.0;
-        for (std::int64_t g = 0; g < s.group_size; ++g) correct += scores.correct[static_cast<std::size_t>(i * s.group_size + g)];
-        rate[shard.begin + i] = correct / static_cast<double>(s.group_size);
+        for (std::int64_t g = 0; g < group_size; ++g) correct += scores.correct[static_cast<std::size_t>(i * group_size + g)];
+        flag[0][shard.begin + i] = correct / static_cast<double>(group_size);
+        flag[1][shard.begin + i] = dynamic_sampling ? informative[static_cast<std::size_t>(i)] : 1.0;
       }
-      group.all_reduce_(rates);
-      task->observe(all_problems, std::span<const double>(rates.data_ptr<double>(), all_problems.size()), step);
-    }
+      group.all_reduce_(flags);
+      task->observe(all_problems, std::span<const double>(flags[0].contiguous().data_ptr<double>(), all_problems.size()), step);
+      std::vector<std::uint8_t> spread(static_cast<std::size_t>(round_prompts));
+      for (std::int64_t p = 0; p < round_prompts; ++p) spread[static_cast<std::size_t>(p)] = flag[1][p] > 0.5;
+      const std::vector<std::uint8_t> keep = collector.add_round(spread);
 
-    // 2. Group-relative advantages.
-    const auto totals = torch::tensor(grpo::rewards::with_nan(scores.total)).view({shard.size(), s.group_size});
-    const auto adv = advantage(totals);
+      // This rank's kept groups.
+      std::vector<std::int64_t> rows;
+      for (std::int64_t i = 0; i < shard.size(); ++i) {
+        if (!keep[static_cast<std::size_t>(shard.begin + i)]) continue;
+        for (std::int64_t g = 0; g < group_size; ++g) {
+          const auto b = static_cast<std::size_t>(i * group_size + g);
+          rows.push_back(static_cast<std::int64_t>(b));
+          Completion completion = round_batch[b];
+          completion.group = kept_problems.size();
+          batch.push_back(std::move(completion));
+          kept_total.push_back(scores.total[b]);
+          kept_rewards.push_back(scores.rewards[b]);
+        }
+        kept_problems.push_back(problems[static_cast<std::size_t>(i)]);
+      }
+      kept_rollouts.push_back(rollout.select(torch::tensor(rows, torch::kInt64)));
+    } while (!collector.done());
+    const bool train_step = collector.train();
+    const grpo::Rollout rollout = grpo::concat_rollouts(kept_rollouts, task->pad_token_id());
+    const std::int64_t rows = rollout.batch_size();  // may be 0 on a rank whose groups were all dropped
+
+    // 2. Group-relative advantages of the kept groups.
+    grpo::AdvantageOutput adv;
+    if (rows > 0) adv = advantage(torch::tensor(grpo::rewards::with_nan(kept_total)).view({rows / group_size, group_size}));
+    // The loss mask: without the truncated completions when the stage filters them (DAPO overlong filtering).
+    const torch::Tensor loss_mask = stage.mask_truncated
+                                        ? grpo::truncated_completion_mask(rollout.completion_mask, rollout.truncated)
+                                        : rollout.completion_mask;
 
     // 3. Old and reference log-probs (no grad), when μ > 1 and β > 0 need them.
     torch::Tensor old_log_probs, ref_log_probs;
-    {
+    if (train_step && rows > 0) {
       torch::NoGradGuard no_grad;
       if (s.mu > 1) old_log_probs = policy.token_log_probs(rollout).log_probs;
       if (reference) ref_log_probs = reference->token_log_probs(rollout).log_probs;
@@ -1072,69 +1214,84 @@ int main(int argc, char** argv) try {
 
     // 4. μ passes; each accumulates the micro-batches' gradients with the whole (all ranks') batch's normaliser.
     const double beta = kl_control.beta();
-    const auto loss = make_loss(s, beta);
-    const auto normaliser = grpo::train::global_normaliser(
-        group, loss.options().loss_type,
-        grpo::local_normaliser(loss.options().loss_type, rollout.completion_mask, {.max_completion_length = s.max_new_tokens}));
-    const std::int64_t rows = rollout.batch_size();
-    const std::int64_t micro = (rows + s.micro_batches - 1) / s.micro_batches;
+    const auto loss = make_loss(s, beta, max_new_tokens);
     std::vector<std::vector<grpo::train::MetricValue>> loss_parts;  // one list per micro-batch of the last pass
     double grad_norm = 0.0;
-    for (std::int64_t pass = 0; pass < s.mu; ++pass) {
-      optimizer.zero_grad();
-      loss_parts.clear();
-      for (std::int64_t begin = 0; begin < rows; begin += micro) {
-        const std::int64_t count = std::min(micro, rows - begin);
-        const auto part = rollout.rows(begin, count);
-        const auto lp = policy.token_log_probs(part, /*with_entropy=*/true);
-        grpo::LossInputs inputs{.log_probs = lp.log_probs,
-                                .old_log_probs = s.mu > 1 ? old_log_probs.narrow(0, begin, count) : torch::Tensor(),
-                                .ref_log_probs = reference ? ref_log_probs.narrow(0, begin, count) : torch::Tensor(),
-                                .advantages = adv.advantages.narrow(0, begin, count),
-                                .mask = part.completion_mask,
-                                .entropy = lp.entropy};
-        const auto out = loss(inputs, normaliser);
-        out.loss.backward();
-        loss_parts.push_back(grpo::train::loss_metric_values(out.metrics));
+    if (train_step) {
+      const auto normaliser = grpo::train::global_normaliser(
+          group, loss.options().loss_type,
+          grpo::local_normaliser(loss.options().loss_type, loss_mask, {.max_completion_length = max_new_tokens}));
+      const std::int64_t micro = (rows + s.micro_batches - 1) / s.micro_batches;
+      for (std::int64_t pass = 0; pass < s.mu; ++pass) {
+        optimizer.zero_grad();
+        loss_parts.clear();
+        for (std::int64_t begin = 0; begin < rows; begin += micro) {
+          const std::int64_t count = std::min(micro, rows - begin);
+          const auto part = rollout.rows(begin, count);
+          const auto lp = policy.token_log_probs(part, /*with_entropy=*/true);
+          grpo::LossInputs inputs{.log_probs = lp.log_probs,
+                                  .old_log_probs = s.mu > 1 ? old_log_probs.narrow(0, begin, count) : torch::Tensor(),
+                                  .ref_log_probs = reference ? ref_log_probs.narrow(0, begin, count) : torch::Tensor(),
+                                  .advantages = adv.advantages.narrow(0, begin, count),
+                                  .mask = loss_mask.narrow(0, begin, count),
+                                  .entropy = lp.entropy};
+          const auto out = loss(inputs, normaliser);
+          out.loss.backward();
+          loss_parts.push_back(grpo::train::loss_metric_values(out.metrics));
+        }
+        if (rows == 0) {  // nothing kept on this rank: zero gradients and metrics that weigh nothing
+          grpo::LossMetrics none;
+          if (reference) none.kl_mean = 0.0;
+          none.entropy_mean = 0.0;
+          loss_parts.push_back(grpo::train::loss_metric_values(none));
+        }
+        grpo::train::all_reduce_gradients(group, model->parameters());  // summed: each rank's loss has the global normaliser
+        grad_norm = s.max_grad_norm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), s.max_grad_norm)
+                                         : torch::nn::utils::clip_grad_norm_(model->parameters(), 1e30);
+        optimizer.step();
       }
-      grpo::train::all_reduce_gradients(group, model->parameters());  // summed: each rank's loss has the global normaliser
-      grad_norm = s.max_grad_norm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), s.max_grad_norm)
-                                       : torch::nn::utils::clip_grad_norm_(model->parameters(), 1e30);
-      optimizer.step();
+      if (synced_reference && step % s.ref_sync_every == 0) reference->sync_from(policy, s.ref_sync_alpha);
     }
-    if (synced_reference && step % s.ref_sync_every == 0) reference->sync_from(policy, s.ref_sync_alpha);
 
-    // 5. Log: metrics file, TensorBoard, sample table, console.
+    // 5. Log: metrics file, TensorBoard, sample table, console. Reward and length metrics cover every completion
+    //    sampled this step (all rounds: the policy, not the filter); the loss metrics cover the kept groups.
     const double step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-    const auto lengths = rollout.completion_lengths().to(torch::kFloat64);
+    const auto lengths = torch::cat(sampled_lengths);
     const double tokens = lengths.sum().item<double>();
     using grpo::train::MetricReduction;
-    const double completions = static_cast<double>(batch.size());
-    std::vector<grpo::train::MetricValue> values = scores.metrics;  // how each combines over ranks
-    values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean, double(shard.size())});
+    const double sampled = static_cast<double>(lengths.numel());
+    std::vector<grpo::train::MetricValue> values = grpo::train::combine_metrics(score_parts);
+    values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean,
+                      static_cast<double>(rows / group_size)});
     for (auto& value : grpo::train::combine_metrics(loss_parts)) values.push_back(std::move(value));
     values.insert(values.end(),
-                  {{"completions/mean_length", lengths.mean().item<double>(), MetricReduction::weighted_mean, completions},
-                   {"completions/min_length", lengths.min().item<double>(), MetricReduction::min, completions},
-                   {"completions/max_length", lengths.max().item<double>(), MetricReduction::max, completions},
-                   {"completions/clipped_ratio", rollout.truncated.to(torch::kFloat64).mean().item<double>(),
-                    MetricReduction::weighted_mean, completions},
+                  {{"completions/mean_length", lengths.mean().item<double>(), MetricReduction::weighted_mean, sampled},
+                   {"completions/min_length", lengths.min().item<double>(), MetricReduction::min, sampled},
+                   {"completions/max_length", lengths.max().item<double>(), MetricReduction::max, sampled},
+                   {"completions/clipped_ratio", torch::cat(sampled_truncated).mean().item<double>(),
+                    MetricReduction::weighted_mean, sampled},
                    {"grad_norm", grad_norm, MetricReduction::max, 1.0},
                    {"learning_rate", lr, MetricReduction::max, 1.0},
                    {"kl_coef", beta, MetricReduction::max, 1.0},
+                   {"context/stage", static_cast<double>(context.index()), MetricReduction::max, 1.0},
+                   {"context/max_new_tokens", static_cast<double>(max_new_tokens), MetricReduction::max, 1.0},
                    {"tokens_per_second", tokens / step_seconds, MetricReduction::sum, 1.0},
                    {"step_time", step_seconds, MetricReduction::max, 1.0}});
+    if (dynamic_sampling) {
+      for (const auto& [name, value] : collector.metrics()) values.push_back({name, value, MetricReduction::max, 1.0});
+    }
     for (const auto& [name, value] : task->metrics(step)) values.push_back({name, value, MetricReduction::max, 1.0});
     const grpo::train::Scalars scalars = grpo::train::reduce_metrics(group, values);
     const std::map<std::string, double> logged(scalars.begin(), scalars.end());
     // Adaptive KL: the step's measured KL (token mean over every rank) sets β for the next step.
-    if (const auto kl = logged.find("kl"); kl != logged.end()) kl_control.update(kl->second, rollout.batch_size() * group.world_size());
+    const double sequences = group.all_reduce(static_cast<double>(rows));
+    if (const auto kl = logged.find("kl"); kl != logged.end()) kl_control.update(kl->second, static_cast<std::int64_t>(sequences));
     if (main_rank) log_scalars(step, scalars);
     std::vector<grpo::train::CompletionRecord> records;
     for (std::size_t b = 0; b < batch.size() && static_cast<std::int64_t>(b) < s.log_completions; ++b) {
-      records.push_back({batch[b].prompt, batch[b].text, scores.rewards[b],
+      records.push_back({batch[b].prompt, batch[b].text, kept_rewards[b],
                          adv.advantages[static_cast<int64_t>(b)].item<double>(),
-                         multi_domain ? domain_names[problems[batch[b].group].domain] : std::string()});
+                         multi_domain ? domain_names[kept_problems[batch[b].group].domain] : std::string()});
     }
     if (main_rank) completion_table->write(step, records);
     if (main_rank && (step % s.log_every == 0 || step == first_step || step == s.steps)) {
@@ -1149,16 +1306,22 @@ int main(int argc, char** argv) try {
       shown.insert(shown.end(), {{"zero_std", logged.at("frac_reward_zero_std")},
                                  {"entropy", logged.count("entropy") ? logged.at("entropy") : 0.0},
                                  {"len", logged.at("completions/mean_length")}});
+      if (dynamic_sampling) shown.emplace_back("rounds", logged.at("dynamic_sampling/rounds"));
       if (kl_control.options().type == grpo::train::KlControl::adaptive) shown.emplace_back("beta", beta);
-      fmt::print("{}\n", grpo::train::format_progress_line(step - first_step + 1, s.steps - first_step + 1, elapsed, shown));
+      fmt::print("{}{}\n", grpo::train::format_progress_line(step - first_step + 1, s.steps - first_step + 1, elapsed, shown),
+                 train_step ? "" : " | step skipped: too few groups with reward spread");
       std::fflush(stdout);
     }
+    // A metric-triggered context stage starts with the next step.
+    if (const auto change = context.end_step(step, logged); change && main_rank) report_stage(*change, context);
 
     // 6. Evaluate (rank 0; the others wait at the next collective) and checkpoint (rank 0 writes).
     const bool last = step == s.steps;
-    if (main_rank && ((s.eval_every > 0 && step % s.eval_every == 0) || last)) curve.emplace_back(step, run_eval(step));
+    if (main_rank && ((s.eval_every > 0 && step % s.eval_every == 0) || last)) {
+      curve.emplace_back(step, run_eval(step, context.current().max_new_tokens));
+    }
     if ((s.save_every > 0 && step % s.save_every == 0) || last) {
-      grpo::train::TrainerState state{.step = step, .seed = s.seed};
+      grpo::train::TrainerState state{.step = step, .seed = s.seed, .values = context.state_values()};
       state.values["kl_coef"] = kl_control.beta();
       task->save_state(state);
       grpo::train::save_checkpoint(group, checkpoints, model, optimizer, state,

@@ -373,3 +373,57 @@ TEST_CASE("r1_zero layered configs: bad keys, overrides, bases and tags are reje
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("physics.jsonl:2") && Catch::Contains("tag 'physics'"));
 }
+
+TEST_CASE("r1_zero DAPO dynamic sampling and context-lengthening stages on the tiny task, and resume mid-stage",
+          "[examples][recipes]") {
+  const auto dir = scratch("recipes");
+  // Stage 0 cuts completions (6 tokens) at 5, so every one is truncated; stage 1 starts once the clipped ratio has
+  // been >= 0.9 for 2 steps (at step 3), with G = 4 and truncated completions masked; stage 2 starts at step 6 with
+  // a soft overlong penalty over the last 4 of 10 tokens.
+  std::ofstream(dir / "stages.yaml")
+      << "stages:\n"
+         "  - {max_new_tokens: 5}\n"
+         "  - {when: \"completions/clipped_ratio >= 0.9\", patience: 2, max_new_tokens: 8, group_size: 4,"
+         " mask_truncated: true}\n"
+         "  - {at_step: 6, max_new_tokens: 10, overlong_buffer: 4}\n";
+  const std::string args = "--config " + (dir / "stages.yaml").string() +
+                           " --dynamic-sampling-max-rounds 3 --prompts 16 --eval-every 0 --eval-problems 8"
+                           " --eval-samples 1 --save-every 1 --keep-last 0";
+  const auto straight = dir / "straight";
+  auto run = r1_zero(args + " --steps 8", straight);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK_THAT(run.out, Catch::Contains("context stage 0 -> 1 from step 3 (completions/clipped_ratio = ") &&
+                          Catch::Contains("context stage 1 -> 2 from step 6 (at step 6)"));
+  const auto metrics = read_metrics(straight);
+  for (std::int64_t step = 1; step <= 8; ++step) {
+    INFO("step " << step);
+    const auto& m = metrics.at(step);
+    const double stage = step <= 2 ? 0 : step <= 5 ? 1 : 2;
+    CHECK(m.at("context/stage") == stage);
+    CHECK(m.at("context/max_new_tokens") == (stage == 0 ? 5 : stage == 1 ? 8 : 10));
+    CHECK(m.at("dynamic_sampling/rounds") >= 1);
+    CHECK(m.at("dynamic_sampling/rounds") <= 3);
+    CHECK(m.at("dynamic_sampling/kept_groups") <= 16);
+    if (m.at("dynamic_sampling/skipped") == 0) {
+      CHECK(m.at("frac_reward_zero_std") == 0.0);  // every kept group has reward spread
+      CHECK(m.at("dynamic_sampling/kept_groups") > 0);
+    }
+    CHECK(m.count("rewards/soft_overlong/mean") == (stage == 2 ? 1u : 0u));
+    if (stage == 0) CHECK(m.at("completions/clipped_ratio") >= 0.9);
+  }
+  // Stopped in stage 1 and resumed: stage 2 still starts at step 6 and the run equals the uninterrupted one.
+  const auto resumed = dir / "resumed";
+  REQUIRE(r1_zero(args + " --steps 4", resumed).status == 0);
+  run = r1_zero(args + " --steps 8 --resume", resumed);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK_THAT(run.out, Catch::Contains("context stage 1 -> 2 from step 6"));
+  CHECK(grpo::io::read_file(straight / "checkpoints" / "checkpoint-8" / "model.safetensors") ==
+        grpo::io::read_file(resumed / "checkpoints" / "checkpoint-8" / "model.safetensors"));
+  const auto resumed_metrics = read_metrics(resumed);
+  for (std::int64_t step = 5; step <= 8; ++step) {
+    INFO("step " << step);
+    CHECK(deterministic(resumed_metrics.at(step)) == deterministic(metrics.at(step)));
+  }
+}

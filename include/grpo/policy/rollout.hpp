@@ -6,7 +6,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace grpo {
 
@@ -39,6 +41,36 @@ struct Rollout {
             completion_ids.narrow(0, begin, count), completion_mask.narrow(0, begin, count),
             truncated.narrow(0, begin, count),      sampler_log_probs.narrow(0, begin, count)};
   }
+  /// The rows `index` ([K] int64 row numbers, in that order) as a new Rollout (copies). Padding widths stay.
+  Rollout select(const torch::Tensor& index) const {
+    return {prompt_ids.index_select(0, index),     prompt_mask.index_select(0, index),
+            completion_ids.index_select(0, index), completion_mask.index_select(0, index),
+            truncated.index_select(0, index),      sampler_log_probs.index_select(0, index)};
+  }
 };
+
+/// The rows of several rollouts, one after another, as one Rollout: prompts left-padded and completions
+/// right-padded with `pad_token_id` to the widest part (mask 0, sampler log-prob 0 on the new padding), so each row's
+/// tokens and positions are what they were. Empty parts are allowed; throws grpo::Error for no parts.
+inline Rollout concat_rollouts(const std::vector<Rollout>& parts, int64_t pad_token_id) {
+  GRPO_CHECK(!parts.empty(), "concat_rollouts: no rollouts");
+  int64_t tp = 0, tc = 0;
+  for (const Rollout& r : parts) {
+    tp = std::max(tp, r.prompt_length());
+    tc = std::max(tc, r.completion_length());
+  }
+  std::vector<torch::Tensor> pi, pm, ci, cm, tr, lp;
+  for (const Rollout& r : parts) {
+    const int64_t left = tp - r.prompt_length(), right = tc - r.completion_length();
+    namespace F = torch::nn::functional;
+    pi.push_back(F::pad(r.prompt_ids, F::PadFuncOptions({left, 0}).value(static_cast<double>(pad_token_id))));
+    pm.push_back(F::pad(r.prompt_mask, F::PadFuncOptions({left, 0})));
+    ci.push_back(F::pad(r.completion_ids, F::PadFuncOptions({0, right}).value(static_cast<double>(pad_token_id))));
+    cm.push_back(F::pad(r.completion_mask, F::PadFuncOptions({0, right})));
+    tr.push_back(r.truncated);
+    lp.push_back(F::pad(r.sampler_log_probs, F::PadFuncOptions({0, right})));
+  }
+  return {torch::cat(pi), torch::cat(pm), torch::cat(ci), torch::cat(cm), torch::cat(tr), torch::cat(lp)};
+}
 
 }  // namespace grpo

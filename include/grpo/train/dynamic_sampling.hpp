@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// DAPO's dynamic sampling (Yu et al. 2025, §3.2; verl `algorithm.filter_groups`): a group whose rewards have no
+// spread (every completion right, or every one wrong) gets advantage 0 everywhere and adds nothing to the gradient,
+// only to the normaliser. Drop such groups and keep generating rounds of prompts until the step holds P informative
+// groups, up to a cap on rounds.
+//
+// At the cap (verl raises an error there), DynamicSamplingCap says what happens:
+//   train  train on the informative groups collected so far (fewer than P; the normaliser counts only them), or skip
+//          the step when there are none;
+//   skip   skip the optimizer step unless P informative groups were collected.
+// Groups are kept in generation order (round, then prompt), the first P informative ones; later informative groups
+// of the last round are dropped too (verl keeps the first train_batch_size as well). The collector sees the flags
+// of the whole round, so data-parallel ranks that all-reduce their shards' flags keep the same groups, and one rank
+// keeps exactly what two ranks keep together.
+#pragma once
+
+#include <grpo/core/enum_names.hpp>
+#include <grpo/core/error.hpp>
+#include <grpo/core/tensor_checks.hpp>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace grpo::train {
+
+enum class DynamicSamplingCap { train, skip };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<DynamicSamplingCap, 2> kDynamicSamplingCapNames{{
+    {DynamicSamplingCap::train, "train"},
+    {DynamicSamplingCap::skip, "skip"},
+}};
+static_assert(::grpo::detail::names_are_unique(kDynamicSamplingCapNames));
+}  // namespace detail
+
+/// "train" or "skip"; ConfigError listing them otherwise.
+inline DynamicSamplingCap parse_dynamic_sampling_cap(std::string_view name) {
+  return ::grpo::detail::parse_enum(name, detail::kDynamicSamplingCapNames, "dynamic sampling cap behaviour");
+}
+
+struct DynamicSamplingOptions {
+  std::int64_t target_groups = 1;  ///< P: informative groups one step trains on
+  std::int64_t max_rounds = 4;     ///< generation rounds per step, ≥ 1 (verl max_num_gen_batches)
+  DynamicSamplingCap at_cap = DynamicSamplingCap::train;
+
+  void validate() const {
+    GRPO_CHECK_CONFIG(target_groups >= 1, "dynamic sampling: target_groups must be >= 1, got {}", target_groups);
+    GRPO_CHECK_CONFIG(max_rounds >= 1, "dynamic sampling: max_rounds must be >= 1, got {}", max_rounds);
+  }
+};
+
+/// [P] for rewards [P, G] (float, NaN = no value): 1 where the group's values have spread (at least two values and a
+/// Bessel standard deviation above 1e-8, the threshold GroupAdvantage uses for frac_reward_zero_std), else 0.
+inline std::vector<std::uint8_t> informative_groups(const torch::Tensor& rewards) {
+  GRPO_CHECK(rewards.defined() && rewards.dim() == 2, "informative_groups: rewards must be [P, G], got {}",
+             shape_str(rewards));
+  const torch::Tensor r = rewards.to(torch::kCPU, torch::kFloat64).contiguous();
+  const auto values = r.accessor<double, 2>();
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(r.size(0)), 0);
+  for (int64_t p = 0; p < r.size(0); ++p) {
+    double sum = 0.0;
+    int64_t count = 0;
+    for (int64_t g = 0; g < r.size(1); ++g) {
+      if (!std::isnan(values[p][g])) {
+        sum += values[p][g];
+        ++count;
+      }
+    }
+    if (count < 2) continue;
+    const double mean = sum / static_cast<double>(count);
+    double squares = 0.0;
+    for (int64_t g = 0; g < r.size(1); ++g) {
+      if (!std::isnan(values[p][g])) squares += (values[p][g] - mean) * (values[p][g] - mean);
+    }
+    out[static_cast<std::size_t>(p)] = std::sqrt(squares / static_cast<double>(count - 1)) > 1e-8;
+  }
+  return out;
+}
+
+/// Collects the informative groups of one step over generation rounds.
+class GroupCollector {
+ public:
+  explicit GroupCollector(DynamicSamplingOptions options) : options_(options) { options_.validate(); }
+
+  /// Records one round's groups (`informative` flags of all its groups, in generation order) and returns which of
+  /// them are kept: informative ones, in order, until target_groups are kept. Throws grpo::Error when called after
+  /// done().
+  std::vector<std::uint8_t> add_round(std::span<const std::uint8_t> informative) {
+    GRPO_CHECK(!done(), "GroupCollector::add_round: the step is done ({} rounds, {} of {} groups kept)", rounds_,
+               kept_, options_.target_groups);
+    ++rounds_;
+    std::vector<std::uint8_t> keep(informative.size(), 0);
+    for (std::size_t i = 0; i < informative.size(); ++i) {
+      ++generated_;
+      if (!informative[i]) {
+        ++zero_spread_;
+      } else if (kept_ < options_.target_groups) {
+        keep[i] = 1;
+        ++kept_;
+      }
+    }
+    return keep;
+  }
+
+  /// The target is reached or the rounds are used up.
+  bool done() const { return kept_ >= options_.target_groups || rounds_ >= options_.max_rounds; }
+  /// Whether the step trains (see the file comment): some groups kept, and the target reached unless at_cap is train.
+  bool train() const {
+    return kept_ > 0 && (kept_ >= options_.target_groups || options_.at_cap == DynamicSamplingCap::train);
+  }
+
+  std::int64_t rounds() const { return rounds_; }
+  std::int64_t kept() const { return kept_; }
+  std::int64_t generated() const { return generated_; }
+
+  /// dynamic_sampling/{rounds, kept_groups, dropped_groups, frac_zero_std_before, skipped}: rounds used, groups
+  /// trained on, groups generated and not trained on, the fraction of generated groups without spread (before the
+  /// filter), and 1 when the step does not train.
+  std::vector<std::pair<std::string, double>> metrics() const {
+    return {{"dynamic_sampling/rounds", static_cast<double>(rounds_)},
+            {"dynamic_sampling/kept_groups", static_cast<double>(kept_)},
+            {"dynamic_sampling/dropped_groups", static_cast<double>(generated_ - kept_)},
+            {"dynamic_sampling/frac_zero_std_before",
+             generated_ ? static_cast<double>(zero_spread_) / static_cast<double>(generated_) : 0.0},
+            {"dynamic_sampling/skipped", train() ? 0.0 : 1.0}};
+  }
+
+  const DynamicSamplingOptions& options() const { return options_; }
+
+ private:
+  DynamicSamplingOptions options_;
+  std::int64_t rounds_ = 0, kept_ = 0, generated_ = 0, zero_spread_ = 0;
+};
+
+}  // namespace grpo::train

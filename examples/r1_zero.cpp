@@ -533,7 +533,8 @@ class DataTask final : public Task {
 
   std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) override {
     std::vector<Problem> out;
-    for (const std::size_t d : mixer_.assignment(step, count)) {
+    // The mix of the n-th batch drawn (one per step, more with dynamic sampling's rounds).
+    for (const std::size_t d : mixer_.assignment(++draws_, count)) {
       Domain& domain = domains_[d];
       auto admitted = [&](std::size_t i) { return schedule_.admits(domain.train[i].difficulty, step); };
       auto available = [&](std::size_t i) {
@@ -585,6 +586,7 @@ class DataTask final : public Task {
       state.values[fmt::format("data/{}/position", names_[d])] = static_cast<double>(domains_[d].stream.position());
     }
     state.values["curriculum/fallbacks"] = static_cast<double>(fallbacks_);
+    state.values["data/draws"] = static_cast<double>(draws_);
     if (filter_) state.texts["curriculum/filter"] = filter_->save();
   }
   void load_state(const grpo::train::TrainerState& state) override {
@@ -594,6 +596,8 @@ class DataTask final : public Task {
                  names_[d]);
       domains_[d].stream.set_position(static_cast<std::uint64_t>(it->second));
     }
+    const auto draws = state.values.find("data/draws");
+    draws_ = draws != state.values.end() ? static_cast<std::int64_t>(draws->second) : state.step;
     if (const auto it = state.values.find("curriculum/fallbacks"); it != state.values.end()) {
       fallbacks_ = static_cast<std::int64_t>(it->second);
     }
@@ -664,6 +668,7 @@ class DataTask final : public Task {
   grpo::train::DomainMixer mixer_;
   std::optional<grpo::train::PassRateFilter> filter_;
   std::int64_t fallbacks_ = 0;
+  std::int64_t draws_ = 0;  // batches drawn so far
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -687,24 +692,21 @@ grpo::models::CausalLM tiny_model(std::uint64_t seed) {
 }
 
 /// Supervised warm-up on wrong answers copied from the prompt: the model learns the format and to read its input.
+/// The library's SFT stage (train/sft.hpp): loss on the completion tokens only, token mean, the fused log-prob path.
 void warm_up(grpo::models::CausalLM& model, TinyTask& task, std::uint64_t seed, std::int64_t steps) {
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(3e-3));
+  grpo::train::SftTrainer trainer(model, optimizer, {.max_grad_norm = 0.0});
   std::mt19937_64 rng(seed ^ 0xa11ceULL);
   for (std::int64_t step = 1; step <= steps; ++step) {
-    std::vector<torch::Tensor> rows;
+    std::vector<grpo::train::SftExample> examples;
     for (const Problem& p : task.train_batch(-step, 64)) {  // negative steps: problems GRPO never samples
       const auto completion = TinyTask::wrong_completion(p, rng);
-      auto ids = p.prompt_ids;
-      ids.insert(ids.end(), completion.begin(), completion.end());
-      rows.push_back(torch::tensor(ids, torch::kInt64));
+      grpo::train::SftExample example{p.prompt_ids, std::vector<std::uint8_t>(p.prompt_ids.size(), 0)};
+      example.ids.insert(example.ids.end(), completion.begin(), completion.end());
+      example.loss_mask.resize(example.ids.size(), 1);
+      examples.push_back(std::move(example));
     }
-    const auto ids = torch::stack(rows);
-    const int64_t prompt = TinyTask::kDigits + 3, completion = ids.size(1) - prompt;
-    const auto logits = model->forward(ids).narrow(1, prompt - 1, completion);
-    const auto loss = -grpo::token_log_probs(logits, ids.narrow(1, prompt, completion)).log_probs.mean();
-    optimizer.zero_grad();
-    loss.backward();
-    optimizer.step();
+    trainer.step(grpo::train::make_sft_batches(examples, {.batch_size = 64, .pad_token_id = TinyTask::kPad}));
   }
 }
 

@@ -41,6 +41,7 @@
 #include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/repetition_reward.hpp>
 #include <grpo/rewards/reward_function.hpp>
+#include <grpo/rewards/reward_prefetch.hpp>
 #include <grpo/rewards/reward_set.hpp>
 #include <grpo/rewards/tag_router.hpp>
 #include <grpo/sandbox/sandbox.hpp>
@@ -60,8 +61,10 @@
 #include <grpo/io/safetensors.hpp>
 
 #include <grpo/train/checkpoint.hpp>
+#include <grpo/train/context_schedule.hpp>
 #include <grpo/train/difficulty_schedule.hpp>
 #include <grpo/train/domain_mixer.hpp>
+#include <grpo/train/dynamic_sampling.hpp>
 #include <grpo/train/evaluation.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
@@ -69,5 +72,6 @@
 #include <grpo/train/pass_rate_filter.hpp>
 #include <grpo/train/progress.hpp>
 #include <grpo/train/prompt_stream.hpp>
+#include <grpo/train/sft.hpp>
 #include <grpo/train/tensorboard.hpp>
 #include <grpo/train/distributed.hpp>

@@ -439,7 +439,10 @@ RunResult Sandbox::run_once(const RunRequest& request) const {
   plan.parent = ::getpid();
 
   const auto started = Clock::now();
-  const pid_t child = ::fork();
+  // The raw system call, not fork(3): fork runs the process's atfork handlers, and OpenBLAS's handler shuts its
+  // thread pool down, which blocks for as long as another thread is inside a matrix product (a sampler generating
+  // while this scores: observed as a hang). The child only makes raw, async-signal-safe calls until execve.
+  const pid_t child = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
   if (child < 0) throw_errno("fork");
   if (child == 0) exec_child(plan);
 

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+// examples/sft run as a user runs it: cold-start SFT on a small chat file (messages with reasoning_content, and
+// ShareGPT-style conversations) of a tiny random Qwen2 with the real Qwen tokenizer, lowering the held-out NLL, padded
+// and packed; then r1_zero starts GRPO from its output directory. Bad rows name file:line and the field.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <grpo/models/causal_lm.hpp>
+#include <optional>
+#include <string>
+#include <support/model_testing.hpp>
+#include <support/process_testing.hpp>
+#include <text/reference_fixture.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch_root() { return fs::temp_directory_path() / ("grpo_sft_test_" + std::to_string(::getpid())); }
+
+fs::path scratch(const std::string& name) {
+  const auto dir = scratch_root() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+grpo::testing::CommandResult sft(const std::string& args) {
+  return grpo::testing::run_command(std::string(GRPO_SFT_PATH) + " " + args + " 2>&1");
+}
+
+/// A tiny random Qwen2 with the real vocabulary beside the real Qwen tokenizer (as tests/examples/r1_zero_test.cpp
+/// builds it); nullopt (with a warning) when the tokenizer is not installed.
+std::optional<fs::path> tiny_qwen_checkpoint() {
+  const auto tokenizer_dir = grpo::text::testing::find_tokenizer_dir("qwen3");
+  if (!tokenizer_dir) {
+    WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
+    return std::nullopt;
+  }
+  const auto model_dir = scratch("model");
+  auto config = grpo::testing::tiny_model_config({.vocab = 151936, .hidden = 16, .intermediate = 32});
+  config.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
+  torch::manual_seed(3);
+  grpo::models::save_pretrained(grpo::models::CausalLM(config), model_dir);
+  fs::copy_file(*tokenizer_dir / "tokenizer.json", model_dir / "tokenizer.json");
+  fs::copy_file(*tokenizer_dir / "tokenizer_config.json", model_dir / "tokenizer_config.json");
+  return model_dir;
+}
+
+/// 24 small arithmetic conversations: `messages` rows with reasoning_content, and ShareGPT rows with a system field.
+fs::path write_chat_data(const fs::path& dir) {
+  const auto path = dir / "chat.jsonl";
+  std::ofstream out(path);
+  for (int i = 0; i < 24; ++i) {
+    const int a = i % 7 + 1, b = i % 5 + 2;
+    if (i % 3 == 0) {
+      out << fmt::format(
+          R"({{"system": "You are a careful calculator.", "conversations": [{{"from": "human", "value": "What is {} + {}?"}}, {{"from": "gpt", "value": "<think>\n{} plus {} makes {}.\n</think>\n\nThe answer is {}."}}]}})",
+          a, b, a, b, a + b, a + b);
+    } else {
+      out << fmt::format(
+          R"({{"messages": [{{"role": "user", "content": "What is {} + {}?"}}, {{"role": "assistant", "content": "The answer is {}.", "reasoning_content": "{} plus {} makes {}."}}], "id": {}}})",
+          a, b, a + b, a, b, a + b, i);
+    }
+    out << "\n";
+  }
+  return path;
+}
+
+/// The number after `label` in the program's output ("held-out NLL before training: 11.93 per token ...").
+double number_after(const std::string& text, const std::string& label) {
+  const auto at = text.find(label);
+  REQUIRE(at != std::string::npos);
+  return std::stod(text.substr(at + label.size()));
+}
+
+}  // namespace
+
+TEST_CASE("sft example: cold-start SFT lowers the held-out NLL, and r1_zero starts GRPO from its output",
+          "[examples][sft]") {
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  const auto data = write_chat_data(scratch("data"));
+  const auto out = scratch_root() / "sft_out";
+  fs::remove_all(out);
+
+  const auto run =
+      sft(fmt::format("--model {} --data {} --output {} --epochs 2 --lr 1e-2 --batch-size 4 --held-out 4 "
+                      "--max-length 256 --seed 2",
+                      model_dir->string(), data.string(), out.string()));
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK_THAT(run.out,
+             Catch::Contains("24 conversations") && Catch::Contains("4 held out") && Catch::Contains("10 steps"));
+  const double before = number_after(run.out, "held-out NLL before training: ");
+  const double after = number_after(run.out, "held-out NLL after training: ");
+  CHECK(before > 11.0);  // about log 151936 = 11.93 for a fresh model
+  CHECK(after < before - 1.0);
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
+    INFO(file);
+    CHECK(fs::exists(out / file));
+  }
+
+  // Packed rows and gradient accumulation, a few steps.
+  const auto packed_out = scratch_root() / "sft_packed";
+  const auto packed =
+      sft(fmt::format("--model {} --data {} --output {} --packing --max-tokens 128 --batch-size 1 "
+                      "--micro-batches 2 --max-steps 3 --lr 1e-2 --held-out 4",
+                      model_dir->string(), data.string(), packed_out.string()));
+  INFO(packed.out);
+  REQUIRE(packed.status == 0);
+  CHECK_THAT(packed.out, Catch::Contains("packed rows") && Catch::Contains("step 3/3"));
+  CHECK(number_after(packed.out, "held-out NLL after training: ") <
+        number_after(packed.out, "held-out NLL before training: "));
+
+  // The second stage: GRPO from the SFT checkpoint, one step.
+  const auto math = scratch("math") / "trl.jsonl";
+  std::ofstream(math) << R"({"problem": "What is $2+3$?", "solution": "$\\boxed{5}$"})"
+                         "\n"
+                      << R"({"problem": "What is $4+3$?", "solution": "$\\boxed{7}$"})"
+                         "\n"
+                      << R"({"problem": "What is $1+1$?", "solution": "$\\boxed{2}$"})"
+                         "\n";
+  const auto grpo_dir = scratch("grpo");
+  const auto grpo = grpo::testing::run_command(
+      std::string(GRPO_R1_ZERO_PATH) +
+      fmt::format(" --model {} --data {} --output-dir {} --steps 1 --prompts 2 --group-size 2 --max-new-tokens 6 "
+                  "--held-out 1 --eval-every 0 --eval-samples 2 --save-every 0 --no-tensorboard 2>&1",
+                  out.string(), math.string(), grpo_dir.string()));
+  INFO(grpo.out);
+  REQUIRE(grpo.status == 0);
+  CHECK(fs::exists(grpo_dir / "metrics.jsonl"));
+}
+
+TEST_CASE("sft example: bad rows and flags name the file, line and field", "[examples][sft]") {
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  const auto dir = scratch("bad");
+  std::ofstream(dir / "bad.jsonl")
+      << R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})"
+         "\n"
+      << R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null}]})"
+         "\n";
+  auto r = sft(fmt::format("--model {} --data {} --output {}", model_dir->string(), (dir / "bad.jsonl").string(),
+                           (dir / "out").string()));
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("bad.jsonl:2: field 'messages[1].content' should be a string"));
+
+  std::ofstream(dir / "no_assistant.jsonl") << R"({"messages": [{"role": "user", "content": "hi"}]})"
+                                               "\n";
+  r = sft(fmt::format("--model {} --data {} --output {}", model_dir->string(), (dir / "no_assistant.jsonl").string(),
+                      (dir / "out").string()));
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("no_assistant.jsonl:1: sft_example_from_chat") && Catch::Contains("no assistant message"));
+
+  r = sft(fmt::format("--model {} --data {} --output {} --held-out 2", model_dir->string(),
+                      (dir / "bad.jsonl").string(), (dir / "out").string()));
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("bad.jsonl:2"));  // rows are read before the split is checked
+  r = sft(fmt::format("--model {} --data {}", model_dir->string(), (dir / "bad.jsonl").string()));
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("--output is required"));
+}

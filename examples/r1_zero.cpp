@@ -56,6 +56,9 @@ struct Settings {
   // DAPO dynamic sampling: rounds of prompts until P groups have reward spread (0 rounds = off).
   std::int64_t dynamic_sampling_max_rounds = 0, dynamic_sampling_prompts = 0;
   std::string dynamic_sampling_at_cap = "train";
+  // Generation in chunks of prompts; with overlap_scoring, rewards score a chunk while the next one is sampled.
+  std::int64_t generation_chunks = 1;
+  bool overlap_scoring = false;
   std::string kl_control = "fixed";  // fixed β, or adaptive towards kl_target (train/kl_controller.hpp)
   double kl_target = 0.1, kl_horizon = 10000;
   // Curriculum (data sets): the difficulty range sampled over the steps, and the pass-rate filter.
@@ -126,6 +129,13 @@ void add_flags(CLI::App& app, Settings& s) {
   app.add_option("--dynamic-sampling-at-cap", s.dynamic_sampling_at_cap,
                  "when the rounds run out: train on the groups found (none: skip), or skip the step")
       ->check(CLI::IsMember({"train", "skip"}));
+  app.add_option("--generation-chunks", s.generation_chunks,
+                 "sample each round's prompts in this many chunks (each with its own seed)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--overlap-scoring,!--no-overlap-scoring", s.overlap_scoring,
+               "score each chunk's completions (completion-scoped rewards) while the next chunk is sampled; the "
+               "numbers equal --no-overlap-scoring with the same chunks")
+      ->default_str("false");
   app.add_option("--kl-control", s.kl_control, "KL coefficient control: fixed or adaptive (β from --beta, moved towards --kl-target)")
       ->check(CLI::IsMember({"fixed", "adaptive"}));
   app.add_option("--kl-target", s.kl_target, "adaptive KL: target KL per token")->check(CLI::PositiveNumber);
@@ -793,7 +803,7 @@ class Scorer {
  public:
   Scorer(const Settings& s, const std::vector<DomainConfig>& domains) {
     if (domains.empty()) {
-      single_.emplace(make_rewards(s));
+      single_.emplace(s.overlap_scoring ? prefetching(make_rewards(s)) : make_rewards(s));
       const auto& entries = single_->entries();
       const auto accuracy = std::find_if(entries.begin(), entries.end(),
                                          [](const auto& e) { return e.reward->name() == "accuracy"; });
@@ -806,7 +816,9 @@ class Scorer {
       try {
         specs.push_back(grpo::rewards::DomainSpec{.name = d.name,
                                                   .tags = d.tags,
-                                                  .rewards = grpo::rewards::RewardSet::from_config(d.rewards_json, registry),
+                                                  .rewards = s.overlap_scoring
+                                                                 ? prefetching(grpo::rewards::RewardSet::from_config(d.rewards_json, registry))
+                                                                 : grpo::rewards::RewardSet::from_config(d.rewards_json, registry),
                                                   .clip = d.clip,
                                                   .normalisation = d.normalisation,
                                                   .accuracy_reward = d.accuracy_reward,
@@ -871,6 +883,18 @@ class Scorer {
     return {spec.rewards.entries().front().reward, spec.accuracy_threshold};
   }
 
+  /// With --overlap-scoring: starts scoring completions in the background (their values are then found in the
+  /// caches by score()); wait() blocks until all are done, clear() starts a new step.
+  void prefetch(std::vector<Completion> chunk) {
+    if (prefetcher_) prefetcher_->submit(std::move(chunk));
+  }
+  void wait() {
+    if (prefetcher_) prefetcher_->wait();
+  }
+  void clear() {
+    if (prefetcher_) prefetcher_->clear();
+  }
+
   /// The first reward's label (of the first domain), for the console line.
   std::string headline_reward() const {
     const auto& entries = single_ ? single_->entries() : domains_->domains().front().rewards.entries();
@@ -878,9 +902,25 @@ class Scorer {
   }
 
  private:
+  /// The set with its completion-scoped entries wrapped for prefetching; the wrappers join the prefetcher.
+  grpo::rewards::RewardSet prefetching(const grpo::rewards::RewardSet& set) {
+    std::vector<std::string> labels;
+    for (const auto& entry : set.entries()) {
+      if (entry.reward->scope() == grpo::rewards::RewardScope::completion) {
+        labels.push_back(entry.label.empty() ? entry.reward->name() : entry.label);
+      }
+    }
+    auto wrapped = grpo::rewards::wrap_for_prefetch(set, labels);
+    prefetched_.insert(prefetched_.end(), wrapped.prefetched.begin(), wrapped.prefetched.end());
+    prefetcher_ = std::make_unique<grpo::rewards::RewardPrefetcher>(prefetched_, wrapped.prefetcher_options);
+    return std::move(wrapped.rewards);
+  }
+
   std::optional<grpo::rewards::RewardSet> single_;
   std::size_t primary_ = 0;
   std::optional<grpo::rewards::DomainRewards> domains_;
+  std::vector<std::shared_ptr<grpo::rewards::PrefetchedReward>> prefetched_;
+  std::unique_ptr<grpo::rewards::RewardPrefetcher> prefetcher_;
 };
 
 /// Held-out results: over all problems and per domain.
@@ -1049,7 +1089,7 @@ int main(int argc, char** argv) try {
   // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
   const bool synced_reference = reference && s.ref_sync_every > 0;
 
-  const Scorer scorer(s, domains);
+  Scorer scorer(s, domains);
   grpo::GroupAdvantage advantage({.estimator = grpo::parse_advantage_estimator(s.advantage)});
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(s.lr).weight_decay(s.weight_decay));
   grpo::train::LrScheduleOptions schedule{.base_lr = s.lr, .warmup_steps = s.warmup_steps,
@@ -1144,15 +1184,29 @@ int main(int argc, char** argv) try {
       const std::vector<Problem> problems(all_problems.begin() + shard.begin, all_problems.begin() + shard.end);
       const std::uint64_t sample_seed =
           ((s.seed * 1000003 + static_cast<std::uint64_t>(step)) * 131 + group.rank()) ^ (round * 0x9E3779B97F4A7C15ULL);
-      grpo::Sampler sampler({.temperature = s.temperature, .max_new_tokens = max_new_tokens, .top_k = s.top_k,
-                             .top_p = s.top_p, .min_p = s.min_p, .eos_token_ids = task->eos_token_ids(),
-                             .pad_token_id = task->pad_token_id(), .seed = sample_seed});
-      grpo::Rollout rollout;
-      {
-        torch::NoGradGuard no_grad;
-        rollout = sampler.generate(model, prompt_ids(problems), group_size);
+      // Chunks of the shard's prompts, each sampled with its own seed (chunk 0's is the unchunked run's); with
+      // --overlap-scoring the rewards score chunk k while chunk k + 1 is sampled.
+      scorer.clear();
+      std::vector<grpo::Rollout> chunks;
+      const auto chunk_count = std::min<std::int64_t>(s.generation_chunks, std::max<std::int64_t>(1, shard.size()));
+      for (std::int64_t c = 0; c < chunk_count; ++c) {
+        const auto begin = static_cast<std::size_t>(shard.size() * c / chunk_count);
+        const auto end = static_cast<std::size_t>(shard.size() * (c + 1) / chunk_count);
+        const std::vector<Problem> part(problems.begin() + static_cast<std::ptrdiff_t>(begin),
+                                        problems.begin() + static_cast<std::ptrdiff_t>(end));
+        grpo::Sampler sampler({.temperature = s.temperature, .max_new_tokens = max_new_tokens, .top_k = s.top_k,
+                               .top_p = s.top_p, .min_p = s.min_p, .eos_token_ids = task->eos_token_ids(),
+                               .pad_token_id = task->pad_token_id(),
+                               .seed = sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL)});
+        {
+          torch::NoGradGuard no_grad;
+          chunks.push_back(sampler.generate(model, prompt_ids(part), group_size));
+        }
+        scorer.prefetch(completions_of(chunks.back(), part, group_size, *task));
       }
+      const grpo::Rollout rollout = chunks.size() == 1 ? chunks.front() : grpo::concat_rollouts(chunks, task->pad_token_id());
       const auto round_batch = completions_of(rollout, problems, group_size, *task);
+      scorer.wait();
       StepScores scores = scorer.score(round_batch);
       if (stage.overlong_buffer > 0) add_overlong_penalty(scores, round_batch, stage);
       sampled_lengths.push_back(rollout.completion_lengths().to(torch::kFloat64));

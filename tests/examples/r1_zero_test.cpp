@@ -427,3 +427,34 @@ TEST_CASE("r1_zero DAPO dynamic sampling and context-lengthening stages on the t
     CHECK(deterministic(resumed_metrics.at(step)) == deterministic(metrics.at(step)));
   }
 }
+
+TEST_CASE("r1_zero overlapped reward scoring gives the same step metrics as sequential scoring", "[examples][recipes]") {
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  using grpo::testing::FakeServer;
+  FakeServer judge(
+      [](const std::string& request) {
+        const auto body = request.substr(request.find("\r\n\r\n"));
+        return grpo::testing::Reply{200, grpo::testing::chat_body(std::hash<std::string>{}(body) % 2 ? "[[YES]]" : "[[NO]]")};
+      },
+      1000, std::chrono::seconds(300));
+  const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
+  // Three chunks per round: code_tests (sandbox) and the judge score chunk k while chunk k + 1 is sampled.
+  const std::string args = "--model " + model_dir->string() +
+                           " --config examples/configs/multi_domain.yaml --set prompts=6 --set group_size=2"
+                           " --set max_new_tokens=6 --steps 2 --eval-every 0 --eval-samples 1 --save-every 0"
+                           " --threads 1 --generation-chunks 3 --dynamic-sampling-max-rounds 2";
+  const auto sequential = scratch("scoring_sequential"), overlapped = scratch("scoring_overlapped");
+  auto run = r1_zero_in_source(env, args + " --no-overlap-scoring", sequential);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  run = r1_zero_in_source(env, args + " --overlap-scoring", overlapped);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  const auto a = read_metrics(sequential), b = read_metrics(overlapped);
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    INFO("step " << step);
+    CHECK(deterministic(a.at(step)) == deterministic(b.at(step)));
+    CHECK(a.at(step).count("domains/general/rewards/judge/mean") == 1);
+  }
+}

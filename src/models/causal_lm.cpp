@@ -22,22 +22,6 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-halves[1], halves[0]}, -1);
 }
 
-/// Inverse frequencies 1 / theta^(2i/D), with Llama 3.1's frequency-dependent scaling when configured.
-torch::Tensor inverse_frequencies(const ModelConfig& c) {
-  const int64_t d = c.head_dimension();
-  auto inv = 1.0 / torch::pow(c.rope_theta, torch::arange(0, d, 2, torch::kFloat64) / static_cast<double>(d));
-  if (c.rope_scaling) {
-    const auto& s = *c.rope_scaling;
-    const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-    const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
-    auto wavelen = 2 * M_PI / inv;
-    auto smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
-                  (s.high_freq_factor - s.low_freq_factor);
-    auto smoothed = (1 - smooth) * inv / s.factor + smooth * inv;
-    inv = torch::where(wavelen > low_wavelen, inv / s.factor, torch::where(wavelen < high_wavelen, inv, smoothed));
-  }
-  return inv;
-}
 
 /// x W^T (+ b) over the last dimension: x [..., in], weight [out, in], bias [out] or undefined → [..., out].
 /// A single row (decoding one sequence) goes through addmv / mv and more rows through mm with the bias added after:
@@ -203,7 +187,7 @@ CausalLMImpl::CausalLMImpl(ModelConfig config) : config_(std::move(config)) {
   if (!config_.tie_word_embeddings) {
     lm_head_ = register_module("lm_head", linear(config_.hidden_size, config_.vocab_size, false));
   }
-  inv_freq_ = inverse_frequencies(config_);
+  inv_freq_ = rope_inverse_frequencies(config_);
   // transformers' _init_weights: normal(0, 0.02) for linear and embedding weights, zero biases.
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
@@ -349,6 +333,22 @@ void save_pretrained(const CausalLM& model, const std::filesystem::path& directo
   config.dtype = model->lm_head_weight().scalar_type();
   io::save_checkpoint_tensors(directory, model->hf_state(), max_shard_bytes);
   io::write_file_atomically(directory / "config.json", [&](std::ostream& out) { out << config.to_json(); });
+}
+
+torch::Tensor rope_inverse_frequencies(const ModelConfig& c) {
+  const int64_t d = c.head_dimension();
+  auto inv = 1.0 / torch::pow(c.rope_theta, torch::arange(0, d, 2, torch::kFloat64) / static_cast<double>(d));
+  if (c.rope_scaling) {
+    const auto& s = *c.rope_scaling;
+    const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+    const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+    auto wavelen = 2 * M_PI / inv;
+    auto smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                  (s.high_freq_factor - s.low_freq_factor);
+    auto smoothed = (1 - smooth) * inv / s.factor + smooth * inv;
+    inv = torch::where(wavelen > low_wavelen, inv / s.factor, torch::where(wavelen < high_wavelen, inv, smoothed));
+  }
+  return inv;
 }
 
 }  // namespace grpo::models

@@ -11,7 +11,6 @@
 #include <grpo/train/sft.hpp>
 #include <limits>
 #include <map>
-#include <numbers>
 #include <numeric>
 #include <utility>
 
@@ -213,24 +212,6 @@ SftConversation read_row(simdjson::dom::element root, std::string where) {
 // ---------------------------------------------------------------------------------------------------------------
 // Packed forward
 
-/// Inverse rotary frequencies 1 / theta^(2i/D) with Llama 3.1's scaling: the same formula as the model's own
-/// (src/models/causal_lm.cpp, private there); tests/train/sft_test.cpp checks packed rows against examples run alone.
-torch::Tensor inverse_frequencies(const models::ModelConfig& c) {
-  const int64_t d = c.head_dimension();
-  auto inv = 1.0 / torch::pow(c.rope_theta, torch::arange(0, d, 2, torch::kFloat64) / static_cast<double>(d));
-  if (c.rope_scaling) {
-    const auto& s = *c.rope_scaling;
-    const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-    const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
-    auto wavelen = 2 * std::numbers::pi / inv;
-    auto smooth =
-        (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-    auto smoothed = (1 - smooth) * inv / s.factor + smooth * inv;
-    inv = torch::where(wavelen > low_wavelen, inv / s.factor, torch::where(wavelen < high_wavelen, inv, smoothed));
-  }
-  return inv;
-}
-
 /// The decoder stack of models::CausalLM run with explicit positions and a block-diagonal causal mask. Uses the
 /// model's public submodules (Hugging Face names: "model" → embed_tokens, layers, norm), exactly as its forward
 /// does, only with the mask and rotary positions of the packed batch.
@@ -256,7 +237,8 @@ torch::Tensor packed_hidden_states(models::CausalLM& model, const SftBatch& batc
   // Rotary tables at each example's own positions, in at least fp32 then cast (as the model does).
   const auto rope_dtype = at::promote_types(dtype, torch::kFloat32);
   const auto pos = batch.position_ids.to(device, rope_dtype);
-  const auto freqs = pos.unsqueeze(-1) * inverse_frequencies(model->config()).to(device, rope_dtype).view({1, 1, -1});
+  const auto inverse_frequencies = models::rope_inverse_frequencies(model->config()).to(device, rope_dtype);
+  const auto freqs = pos.unsqueeze(-1) * inverse_frequencies.view({1, 1, -1});
   const auto emb = torch::cat({freqs, freqs}, -1);
   const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
 

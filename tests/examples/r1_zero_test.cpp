@@ -5,6 +5,7 @@
 #include <grpo/io/read_file.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <support/fake_judge_server.hpp>
+#include <examples/example_testing.hpp>
 #include <support/model_testing.hpp>
 #include <support/process_testing.hpp>
 #include <text/reference_fixture.hpp>
@@ -66,23 +67,7 @@ StepMetrics deterministic(StepMetrics metrics) {
   return metrics;
 }
 
-/// A tiny random Qwen2 with the real vocabulary, saved as a Hugging Face checkpoint beside the real Qwen tokenizer;
-/// nullopt (with a warning) when the tokenizer is not installed.
-std::optional<fs::path> tiny_qwen_checkpoint() {
-  const auto tokenizer_dir = grpo::text::testing::find_tokenizer_dir("qwen3");
-  if (!tokenizer_dir) {
-    WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
-    return std::nullopt;
-  }
-  const auto model_dir = scratch("model");
-  auto config = grpo::testing::tiny_model_config({.vocab = 151936, .hidden = 16, .intermediate = 32});
-  config.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
-  torch::manual_seed(3);
-  grpo::models::save_pretrained(grpo::models::CausalLM(config), model_dir);
-  fs::copy_file(*tokenizer_dir / "tokenizer.json", model_dir / "tokenizer.json");
-  fs::copy_file(*tokenizer_dir / "tokenizer_config.json", model_dir / "tokenizer_config.json");
-  return model_dir;
-}
+std::optional<fs::path> tiny_qwen_checkpoint() { return grpo::testing::tiny_qwen_checkpoint(scratch("model")); }
 
 /// completions.jsonl as a list of parsed lines: step, domain and the reward values by name.
 struct CompletionLine {
@@ -299,14 +284,7 @@ TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing,
   const auto model_dir = tiny_qwen_checkpoint();
   if (!model_dir) return;
   using grpo::testing::FakeServer;
-  // A judge whose verdict depends only on the request (the completion), so rewards vary within groups (and the
-  // policy learns) while every run gets the same verdicts.
-  FakeServer judge(
-      [](const std::string& request) {
-        const auto body = request.substr(request.find("\r\n\r\n"));
-        return grpo::testing::Reply{200, grpo::testing::chat_body(std::hash<std::string>{}(body) % 2 ? "[[YES]]" : "[[NO]]")};
-      },
-      1000, std::chrono::seconds(300));
+  FakeServer judge(grpo::testing::verdict_by_request_hash(), 1000, std::chrono::seconds(300));
   const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
   // Adaptive KL that moves fast (target far below the measured KL, short horizon), a reference synced every step,
   // and a filter that retires each prompt after one all-wrong group (so steps 2-3 depend on the filter's state).
@@ -432,12 +410,7 @@ TEST_CASE("r1_zero overlapped reward scoring gives the same step metrics as sequ
   const auto model_dir = tiny_qwen_checkpoint();
   if (!model_dir) return;
   using grpo::testing::FakeServer;
-  FakeServer judge(
-      [](const std::string& request) {
-        const auto body = request.substr(request.find("\r\n\r\n"));
-        return grpo::testing::Reply{200, grpo::testing::chat_body(std::hash<std::string>{}(body) % 2 ? "[[YES]]" : "[[NO]]")};
-      },
-      1000, std::chrono::seconds(300));
+  FakeServer judge(grpo::testing::verdict_by_request_hash(), 1000, std::chrono::seconds(300));
   const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
   // Three chunks per round: code_tests (sandbox) and the judge score chunk k while chunk k + 1 is sampled.
   const std::string args = "--model " + model_dir->string() +

@@ -11,6 +11,7 @@
 #include <grpo/models/causal_lm.hpp>
 #include <optional>
 #include <string>
+#include <examples/example_testing.hpp>
 #include <support/model_testing.hpp>
 #include <support/process_testing.hpp>
 #include <text/reference_fixture.hpp>
@@ -32,23 +33,7 @@ grpo::testing::CommandResult sft(const std::string& args) {
   return grpo::testing::run_command(std::string(GRPO_SFT_PATH) + " " + args + " 2>&1");
 }
 
-/// A tiny random Qwen2 with the real vocabulary beside the real Qwen tokenizer (as tests/examples/r1_zero_test.cpp
-/// builds it); nullopt (with a warning) when the tokenizer is not installed.
-std::optional<fs::path> tiny_qwen_checkpoint() {
-  const auto tokenizer_dir = grpo::text::testing::find_tokenizer_dir("qwen3");
-  if (!tokenizer_dir) {
-    WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
-    return std::nullopt;
-  }
-  const auto model_dir = scratch("model");
-  auto config = grpo::testing::tiny_model_config({.vocab = 151936, .hidden = 16, .intermediate = 32});
-  config.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
-  torch::manual_seed(3);
-  grpo::models::save_pretrained(grpo::models::CausalLM(config), model_dir);
-  fs::copy_file(*tokenizer_dir / "tokenizer.json", model_dir / "tokenizer.json");
-  fs::copy_file(*tokenizer_dir / "tokenizer_config.json", model_dir / "tokenizer_config.json");
-  return model_dir;
-}
+std::optional<fs::path> tiny_qwen_checkpoint() { return grpo::testing::tiny_qwen_checkpoint(scratch("model")); }
 
 /// 24 small arithmetic conversations: `messages` rows with reasoning_content, and ShareGPT rows with a system field.
 fs::path write_chat_data(const fs::path& dir) {

@@ -117,6 +117,11 @@ class CausalLMImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CausalLM);
 
+/// [head_dim / 2] float64 rotary inverse frequencies 1 / theta^(2i/D), with Llama 3.1's frequency-dependent
+/// scaling when the config has rope_scaling: what the model's rotary embedding uses (for code that runs the decoder
+/// layers with positions of its own, e.g. packed SFT rows).
+torch::Tensor rope_inverse_frequencies(const ModelConfig& config);
+
 /// A deep copy: a new model with the same config and copies of every parameter (same dtype and device).
 /// Found by argument-dependent lookup from grpo::Policy::frozen_copy.
 CausalLM deep_copy(const CausalLM& model);

@@ -191,7 +191,7 @@ struct DomainConfig {
   std::vector<std::string> tags;  // row tags routed here (default: the name)
   std::vector<fs::path> data;     // files of this domain's rows (relative to the working directory, like --data)
   double probability = 1.0;       // sampling weight (normalised over the domains)
-  std::string rewards_json;       // the domain's reward list as JSON (RewardSet::from_config)
+  std::string rewards_json;       // the domain's reward list as JSON (RewardSet::from_config); empty: --rewards
   std::string rewards_source;     // "file:line" of that list, for errors
   std::optional<std::pair<double, double>> clip;
   grpo::rewards::DomainNormalisation normalisation = grpo::rewards::DomainNormalisation::none;
@@ -199,7 +199,7 @@ struct DomainConfig {
   double accuracy_threshold = 1.0;
 };
 
-std::vector<DomainConfig> read_domains(const grpo::io::ConfigNode& section, const Settings& s) {
+std::vector<DomainConfig> read_domains(const grpo::io::ConfigNode& section) {
   GRPO_CHECK_CONFIG(section.is_map() && !section.entries().empty(), "{}: '{}' should be a map of domain names to settings",
                     section.source(), section.path());
   std::vector<DomainConfig> out;
@@ -224,16 +224,7 @@ std::vector<DomainConfig> read_domains(const grpo::io::ConfigNode& section, cons
     } else {
       GRPO_CHECK_CONFIG(d.kind != grpo::io::DomainKind::general,
                         "{}: domain '{}' (general) needs 'rewards' (e.g. [{{name: judge, base_url: ...}}])", node.source(), name);
-      if (d.kind == grpo::io::DomainKind::code) {
-        d.rewards_json = R"([{"name": "code_tests"}])";
-      } else {
-        std::string list;
-        for (std::size_t i = 0; i < s.rewards.size(); ++i) {
-          list += fmt::format(R"({}{{"name": "{}", "weight": {}}})", i ? ", " : "", s.rewards[i],
-                              i < s.reward_weights.size() ? s.reward_weights[i] : 1.0);
-        }
-        d.rewards_json = "[" + list + "]";
-      }
+      if (d.kind == grpo::io::DomainKind::code) d.rewards_json = R"([{"name": "code_tests"}])";
       d.rewards_source = node.source();
     }
     if (const auto* clip = node.find("reward_clip")) {
@@ -332,7 +323,7 @@ ConfigSections apply_config(CLI::App& app, Settings& s, const fs::path& config_p
   for (const std::string& assignment : overrides) grpo::io::apply_config_override(root, assignment);
   apply_config_tree(app, root, "");
   ConfigSections sections;
-  if (const auto* domains = root.find("domains")) sections.domains = read_domains(*domains, s);
+  if (const auto* domains = root.find("domains")) sections.domains = read_domains(*domains);
   if (const auto* stages = root.find("stages")) sections.stages = read_stages(*stages);
   grpo::io::reject_unread_keys(root);
   return sections;
@@ -801,33 +792,34 @@ std::vector<std::vector<std::pair<std::string, std::optional<double>>>> reward_v
 /// Scores a step's completions: with the --rewards set, or with each domain's own set when the config has domains.
 class Scorer {
  public:
-  Scorer(const Settings& s, const std::vector<DomainConfig>& domains) {
+  Scorer(const Settings& s, const std::vector<DomainConfig>& domains) : overlap_(s.overlap_scoring) {
     if (domains.empty()) {
-      single_.emplace(s.overlap_scoring ? prefetching(make_rewards(s)) : make_rewards(s));
+      single_.emplace(prepared(make_rewards(s)));
       const auto& entries = single_->entries();
       const auto accuracy = std::find_if(entries.begin(), entries.end(),
                                          [](const auto& e) { return e.reward->name() == "accuracy"; });
       primary_ = accuracy == entries.end() ? 0 : static_cast<std::size_t>(accuracy - entries.begin());
-      return;
-    }
-    const auto registry = grpo::rewards::RewardRegistry::with_builtins();
-    std::vector<grpo::rewards::DomainSpec> specs;
-    for (const DomainConfig& d : domains) {
-      try {
-        specs.push_back(grpo::rewards::DomainSpec{.name = d.name,
-                                                  .tags = d.tags,
-                                                  .rewards = s.overlap_scoring
-                                                                 ? prefetching(grpo::rewards::RewardSet::from_config(d.rewards_json, registry))
-                                                                 : grpo::rewards::RewardSet::from_config(d.rewards_json, registry),
-                                                  .clip = d.clip,
-                                                  .normalisation = d.normalisation,
-                                                  .accuracy_reward = d.accuracy_reward,
-                                                  .accuracy_threshold = d.accuracy_threshold});
-      } catch (const grpo::ConfigError& e) {
-        throw grpo::ConfigError(fmt::format("{}: domains.{}.rewards: {}", d.rewards_source, d.name, e.what()));
+    } else {
+      const auto registry = grpo::rewards::RewardRegistry::with_builtins();
+      std::vector<grpo::rewards::DomainSpec> specs;
+      for (const DomainConfig& d : domains) {
+        try {
+          auto rewards = d.rewards_json.empty() ? make_rewards(s)
+                                                : grpo::rewards::RewardSet::from_config(d.rewards_json, registry);
+          specs.push_back(grpo::rewards::DomainSpec{.name = d.name,
+                                                    .tags = d.tags,
+                                                    .rewards = prepared(std::move(rewards)),
+                                                    .clip = d.clip,
+                                                    .normalisation = d.normalisation,
+                                                    .accuracy_reward = d.accuracy_reward,
+                                                    .accuracy_threshold = d.accuracy_threshold});
+        } catch (const grpo::ConfigError& e) {
+          throw grpo::ConfigError(fmt::format("{}: domains.{}.rewards: {}", d.rewards_source, d.name, e.what()));
+        }
       }
+      domains_.emplace(std::move(specs));
     }
-    domains_.emplace(std::move(specs));
+    if (!prefetched_.empty()) prefetcher_ = std::make_unique<grpo::rewards::RewardPrefetcher>(prefetched_, prefetcher_options_);
   }
 
   StepScores score(std::span<const Completion> batch) const {
@@ -902,8 +894,10 @@ class Scorer {
   }
 
  private:
-  /// The set with its completion-scoped entries wrapped for prefetching; the wrappers join the prefetcher.
-  grpo::rewards::RewardSet prefetching(const grpo::rewards::RewardSet& set) {
+  /// With --overlap-scoring, the set with its completion-scoped entries wrapped for prefetching (the wrappers are
+  /// collected for the one prefetcher); otherwise the set as it is.
+  grpo::rewards::RewardSet prepared(grpo::rewards::RewardSet set) {
+    if (!overlap_) return set;
     std::vector<std::string> labels;
     for (const auto& entry : set.entries()) {
       if (entry.reward->scope() == grpo::rewards::RewardScope::completion) {
@@ -911,15 +905,17 @@ class Scorer {
       }
     }
     auto wrapped = grpo::rewards::wrap_for_prefetch(set, labels);
+    if (prefetched_.empty()) prefetcher_options_ = wrapped.prefetcher_options;  // the first set's executor settings
     prefetched_.insert(prefetched_.end(), wrapped.prefetched.begin(), wrapped.prefetched.end());
-    prefetcher_ = std::make_unique<grpo::rewards::RewardPrefetcher>(prefetched_, wrapped.prefetcher_options);
     return std::move(wrapped.rewards);
   }
 
+  bool overlap_ = false;
   std::optional<grpo::rewards::RewardSet> single_;
   std::size_t primary_ = 0;
   std::optional<grpo::rewards::DomainRewards> domains_;
   std::vector<std::shared_ptr<grpo::rewards::PrefetchedReward>> prefetched_;
+  grpo::rewards::RewardPrefetcherOptions prefetcher_options_;
   std::unique_ptr<grpo::rewards::RewardPrefetcher> prefetcher_;
 };
 
@@ -1188,6 +1184,7 @@ int main(int argc, char** argv) try {
       // --overlap-scoring the rewards score chunk k while chunk k + 1 is sampled.
       scorer.clear();
       std::vector<grpo::Rollout> chunks;
+      std::vector<Completion> round_batch;
       const auto chunk_count = std::min<std::int64_t>(s.generation_chunks, std::max<std::int64_t>(1, shard.size()));
       for (std::int64_t c = 0; c < chunk_count; ++c) {
         const auto begin = static_cast<std::size_t>(shard.size() * c / chunk_count);
@@ -1202,10 +1199,13 @@ int main(int argc, char** argv) try {
           torch::NoGradGuard no_grad;
           chunks.push_back(sampler.generate(model, prompt_ids(part), group_size));
         }
-        scorer.prefetch(completions_of(chunks.back(), part, group_size, *task));
+        auto chunk_batch = completions_of(chunks.back(), part, group_size, *task);
+        for (Completion& completion : chunk_batch) completion.group += begin;  // index into this round's problems
+        if (s.overlap_scoring) scorer.prefetch(chunk_batch);
+        round_batch.insert(round_batch.end(), std::make_move_iterator(chunk_batch.begin()),
+                           std::make_move_iterator(chunk_batch.end()));
       }
       const grpo::Rollout rollout = chunks.size() == 1 ? chunks.front() : grpo::concat_rollouts(chunks, task->pad_token_id());
-      const auto round_batch = completions_of(rollout, problems, group_size, *task);
       scorer.wait();
       StepScores scores = scorer.score(round_batch);
       if (stage.overlong_buffer > 0) add_overlong_penalty(scores, round_batch, stage);

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -195,9 +196,21 @@ struct DomainConfig {
   std::string rewards_source;     // "file:line" of that list, for errors
   std::optional<std::pair<double, double>> clip;
   grpo::rewards::DomainNormalisation normalisation = grpo::rewards::DomainNormalisation::none;
+  bool clip_after_normalisation = false;  // ROLL's order: normalise, then clip
   std::string accuracy_reward;
-  double accuracy_threshold = 1.0;
+  std::optional<double> accuracy_threshold;  // unset: correct_threshold() of the accuracy reward
+  std::string source;                         // "file:line" of the domain's section, for errors
 };
+
+/// parse(node) with the node's file:line and key path in front of its ConfigError.
+template <typename Parse>
+auto located(const grpo::io::ConfigNode& node, Parse&& parse) {
+  try {
+    return parse(node);
+  } catch (const grpo::ConfigError& e) {
+    throw grpo::ConfigError(fmt::format("{}: '{}': {}", node.source(), node.path(), e.what()));
+  }
+}
 
 std::vector<DomainConfig> read_domains(const grpo::io::ConfigNode& section) {
   GRPO_CHECK_CONFIG(section.is_map() && !section.entries().empty(), "{}: '{}' should be a map of domain names to settings",
@@ -210,13 +223,18 @@ std::vector<DomainConfig> read_domains(const grpo::io::ConfigNode& section) {
     GRPO_CHECK_CONFIG(node.is_map(), "{}: '{}' should be a map", node.source(), node.path());
     const std::string default_kind = name == "code" || name == "general" ? name : "math";
     const auto* kind_node = node.find("kind");
-    d.kind = grpo::io::parse_domain_kind(kind_node ? kind_node->text() : default_kind);
+    d.kind = kind_node ? located(*kind_node, [](const auto& n) { return grpo::io::parse_domain_kind(n.text()); })
+                       : grpo::io::parse_domain_kind(default_kind);
     if (const auto* tags = node.find("tags")) d.tags = tags->texts();
     if (d.tags.empty()) d.tags = {name};
     if (const auto* data = node.find("data")) {
       for (const std::string& file : data->texts()) d.data.emplace_back(file);
     }
-    if (const auto* p = node.find("probability")) d.probability = p->number();
+    if (const auto* p = node.find("probability")) {
+      d.probability = p->number();
+      GRPO_CHECK_CONFIG(std::isfinite(d.probability) && d.probability >= 0.0, "{}: '{}' must be a number >= 0, got {}",
+                        p->source(), p->path(), p->text());
+    }
     if (const auto* rewards = node.find("rewards")) {
       rewards->mark_read();
       d.rewards_json = grpo::io::to_json(*rewards);
@@ -235,12 +253,16 @@ std::vector<DomainConfig> read_domains(const grpo::io::ConfigNode& section) {
       } else {
         d.clip = std::pair{-clip->number(), clip->number()};
       }
+      GRPO_CHECK_CONFIG(d.clip->first <= d.clip->second, "{}: '{}' should be c >= 0 or [lo, hi] with lo <= hi, got [{}, {}]",
+                        clip->source(), clip->path(), d.clip->first, d.clip->second);
     }
     if (const auto* norm = node.find("reward_normalisation")) {
-      d.normalisation = grpo::rewards::parse_domain_normalisation(norm->text());
+      d.normalisation = located(*norm, [](const auto& n) { return grpo::rewards::parse_domain_normalisation(n.text()); });
     }
+    if (const auto* order = node.find("clip_after_normalisation")) d.clip_after_normalisation = order->boolean();
     if (const auto* acc = node.find("accuracy_reward")) d.accuracy_reward = acc->text();
     if (const auto* threshold = node.find("accuracy_threshold")) d.accuracy_threshold = threshold->number();
+    d.source = node.source();
     out.push_back(std::move(d));
   }
   return out;
@@ -343,8 +365,9 @@ struct Problem {
 class Task {
  public:
   virtual ~Task() = default;
-  /// The P training problems of `step`. Called once per step in step order; a task with sampling state (streams,
-  /// filters) saves it with save_state, so a resumed run sees the same data.
+  /// The next `count` training problems of `step`: called in step order, once per generation round (dynamic sampling
+  /// asks again within a step and gets new prompts); a task with sampling state (streams, filters) saves it with
+  /// save_state, so a resumed run sees the same data.
   virtual std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) = 0;
   virtual const std::vector<Problem>& held_out() const = 0;
   virtual std::string decode(std::span<const std::int64_t> ids) const = 0;
@@ -381,8 +404,13 @@ class TinyTask final : public Task {
     }
   }
 
+  /// Stateless across steps (a function of the seed, the step and the round within it), so a resumed run needs no
+  /// saved state: rounds restart at 0 with each step.
   std::vector<Problem> train_batch(std::int64_t step, std::int64_t count) override {
-    std::mt19937_64 rng(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(step));
+    round_ = step == last_step_ ? round_ + 1 : 0;
+    last_step_ = step;
+    std::mt19937_64 rng(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(step) +
+                        round_ * 0xbf58476d1ce4e5b9ULL);
     std::vector<Problem> out;
     while (static_cast<std::int64_t>(out.size()) < count) {
       const auto digits = random_digits(rng);
@@ -452,6 +480,8 @@ class TinyTask final : public Task {
 
   std::uint64_t seed_;
   std::vector<Problem> held_out_;
+  std::int64_t last_step_ = std::numeric_limits<std::int64_t>::min();
+  std::uint64_t round_ = 0;  // generation round within last_step_
 };
 
 /// The R1-Zero prompt (DeepSeek-R1, Table 1) as a system message, for data sets without their own.
@@ -500,7 +530,8 @@ class DataTask final : public Task {
       for (std::size_t d = 0; d < domains.size(); ++d) {
         names_.push_back(domains[d].name);
         for (const std::string& tag : domains[d].tags) {
-          GRPO_CHECK_CONFIG(domain_of_tag.emplace(tag, d).second, "tag '{}' is claimed by two domains", tag);
+          GRPO_CHECK_CONFIG(domain_of_tag.emplace(tag, d).second, "{}: domains.{}: tag '{}' is claimed by domain '{}' too",
+                            domains[d].source, domains[d].name, tag, domains[domain_of_tag.at(tag)].name);
           options.domains.emplace(tag, domains[d].kind);
         }
       }
@@ -520,13 +551,19 @@ class DataTask final : public Task {
       const auto split = grpo::io::Dataset(std::move(rows[d])).split(static_cast<std::size_t>(s.held_out), s.seed);
       Domain domain{split.train.examples(), grpo::train::PromptStream(split.train.size(), s.seed)};
       for (const auto& example : split.held_out.examples()) held_out_.push_back(problem(example, d));
-      // Every range the curriculum uses must hold rows of every domain, or sampling would stall mid-run.
-      for (const auto& range : schedule_.ranges()) {
-        const bool any = std::any_of(domain.train.begin(), domain.train.end(), [&](const grpo::io::Example& e) {
-          return !e.difficulty || range.contains(*e.difficulty);
-        });
-        GRPO_CHECK_CONFIG(any, "domain '{}' has no training row with a difficulty in [{}, {}] (curriculum)", names_[d],
-                          range.min, range.max);
+      // Every step's curriculum range must hold rows of every domain, or sampling would fall back to rows outside it
+      // mid-run. A row without a difficulty is always admitted.
+      std::vector<double> difficulties;
+      for (const grpo::io::Example& e : domain.train) difficulties.push_back(e.difficulty.value_or(NAN));
+      if (std::none_of(difficulties.begin(), difficulties.end(), [](double x) { return std::isnan(x); })) {
+        std::sort(difficulties.begin(), difficulties.end());
+        for (std::int64_t step = 1; step <= s.steps; ++step) {
+          const auto range = schedule_.range_at(step);
+          const auto first = std::lower_bound(difficulties.begin(), difficulties.end(), range.min);
+          GRPO_CHECK_CONFIG(first != difficulties.end() && range.contains(*first),
+                            "domain '{}' has no training row with a difficulty in [{}, {}], the curriculum's range at "
+                            "step {}", names_[d], range.min, range.max, step);
+        }
       }
       domains_.push_back(std::move(domain));
     }
@@ -762,6 +799,32 @@ grpo::rewards::RewardSet make_rewards(const Settings& s) {
 }
 
 
+std::string label_of(const grpo::rewards::RewardSetEntry& entry) {
+  return entry.label.empty() ? entry.reward->name() : entry.label;
+}
+
+/// The entry of `set` that decides correctness: the one labelled `label`, or the first when `label` is empty
+/// (DomainSpec::accuracy_reward's rule; DomainRewards rejects a label that names no entry).
+const grpo::rewards::RewardSetEntry& judge_entry(const grpo::rewards::RewardSet& set, const std::string& label) {
+  for (const auto& entry : set.entries()) {
+    if (label.empty() || label_of(entry) == label) return entry;
+  }
+  return set.entries().front();
+}
+
+/// The value from which `reward` calls a completion correct when the config names no accuracy_threshold: 1 (every
+/// test passes, the verifier says equal), except for the verifier's accuracy with step credit w: a right final answer
+/// scores at least 1 − w and a wrong one at most w, so 1 − w (less float rounding) separates them when w < 0.5.
+double correct_threshold(const grpo::rewards::RewardFunction& reward) {
+  const auto* prefetched = dynamic_cast<const grpo::rewards::PrefetchedReward*>(&reward);
+  const auto* accuracy = dynamic_cast<const grpo::rewards::AccuracyReward*>(prefetched ? prefetched->inner().get() : &reward);
+  const double w = accuracy ? accuracy->options().step_weight : 0.0;
+  if (w == 0.0) return 1.0;
+  GRPO_CHECK_CONFIG(w < 0.5, "accuracy with step_weight {} cannot tell a right final answer from a wrong one by its "
+                    "value alone: give the domain an accuracy_threshold, or keep step_weight below 0.5", w);
+  return 1.0 - w - 1e-4;
+}
+
 /// The reward that decides whether a completion is correct (evaluation, pass rates), and from which value on.
 struct Judge {
   grpo::rewards::RewardPtr reward;
@@ -794,11 +857,12 @@ class Scorer {
  public:
   Scorer(const Settings& s, const std::vector<DomainConfig>& domains) : overlap_(s.overlap_scoring) {
     if (domains.empty()) {
-      single_.emplace(prepared(make_rewards(s)));
+      single_.emplace(prepared(make_rewards(s), nullptr));
       const auto& entries = single_->entries();
       const auto accuracy = std::find_if(entries.begin(), entries.end(),
                                          [](const auto& e) { return e.reward->name() == "accuracy"; });
       primary_ = accuracy == entries.end() ? 0 : static_cast<std::size_t>(accuracy - entries.begin());
+      primary_threshold_ = static_cast<float>(correct_threshold(*entries[primary_].reward));
     } else {
       const auto registry = grpo::rewards::RewardRegistry::with_builtins();
       std::vector<grpo::rewards::DomainSpec> specs;
@@ -806,13 +870,25 @@ class Scorer {
         try {
           auto rewards = d.rewards_json.empty() ? make_rewards(s)
                                                 : grpo::rewards::RewardSet::from_config(d.rewards_json, registry);
+          GRPO_CHECK_CONFIG(d.accuracy_reward.empty() ||
+                                std::any_of(rewards.entries().begin(), rewards.entries().end(),
+                                            [&](const auto& e) { return label_of(e) == d.accuracy_reward; }),
+                            "accuracy_reward '{}' is not a reward of the domain", d.accuracy_reward);
+          const auto& judge = judge_entry(rewards, d.accuracy_reward);
+          const double threshold = d.accuracy_threshold ? *d.accuracy_threshold : correct_threshold(*judge.reward);
+          // Only this domain's completions are scored ahead (the judge and the sandbox see no other domain's).
+          const auto mine = [tags = d.tags](const grpo::rewards::Completion& c) {
+            const auto tag = c.row ? c.row->text("tag") : std::nullopt;
+            return tag && std::find(tags.begin(), tags.end(), *tag) != tags.end();
+          };
           specs.push_back(grpo::rewards::DomainSpec{.name = d.name,
                                                     .tags = d.tags,
-                                                    .rewards = prepared(std::move(rewards)),
+                                                    .rewards = prepared(std::move(rewards), mine),
                                                     .clip = d.clip,
                                                     .normalisation = d.normalisation,
+                                                    .clip_after_normalisation = d.clip_after_normalisation,
                                                     .accuracy_reward = d.accuracy_reward,
-                                                    .accuracy_threshold = d.accuracy_threshold});
+                                                    .accuracy_threshold = threshold});
         } catch (const grpo::ConfigError& e) {
           throw grpo::ConfigError(fmt::format("{}: domains.{}.rewards: {}", d.rewards_source, d.name, e.what()));
         }
@@ -829,7 +905,7 @@ class Scorer {
     if (single_) {
       const auto scores = single_->score(batch);
       out.total = scores.total;
-      for (const auto& value : scores.values[primary_]) out.correct.push_back(value.value_or(0.0f) >= 1.0f);
+      for (const auto& value : scores.values[primary_]) out.correct.push_back(value && *value >= primary_threshold_);
       out.rewards = reward_values(scores, batch.size());
       for (const auto& [name, value] : scores.metrics()) {
         out.metrics.push_back({name, value, MetricReduction::weighted_mean, completions});
@@ -868,11 +944,7 @@ class Scorer {
   Judge judge(std::size_t domain) const {
     if (!domains_) return {grpo::rewards::RewardRegistry::with_builtins().create(R"({"name": "accuracy"})"), 0.5};
     const auto& spec = domains_->domains()[domain];
-    for (const auto& entry : spec.rewards.entries()) {
-      const std::string label = entry.label.empty() ? entry.reward->name() : entry.label;
-      if (spec.accuracy_reward.empty() || label == spec.accuracy_reward) return {entry.reward, spec.accuracy_threshold};
-    }
-    return {spec.rewards.entries().front().reward, spec.accuracy_threshold};
+    return {judge_entry(spec.rewards, spec.accuracy_reward).reward, spec.accuracy_threshold};
   }
 
   /// With --overlap-scoring: starts scoring completions in the background (their values are then found in the
@@ -896,15 +968,14 @@ class Scorer {
  private:
   /// With --overlap-scoring, the set with its completion-scoped entries wrapped for prefetching (the wrappers are
   /// collected for the one prefetcher); otherwise the set as it is.
-  grpo::rewards::RewardSet prepared(grpo::rewards::RewardSet set) {
+  /// `only`: the completions this set scores (null = all), so that the prefetcher scores no others with it.
+  grpo::rewards::RewardSet prepared(grpo::rewards::RewardSet set, std::function<bool(const Completion&)> only) {
     if (!overlap_) return set;
     std::vector<std::string> labels;
     for (const auto& entry : set.entries()) {
-      if (entry.reward->scope() == grpo::rewards::RewardScope::completion) {
-        labels.push_back(entry.label.empty() ? entry.reward->name() : entry.label);
-      }
+      if (entry.reward->scope() == grpo::rewards::RewardScope::completion) labels.push_back(label_of(entry));
     }
-    auto wrapped = grpo::rewards::wrap_for_prefetch(set, labels);
+    auto wrapped = grpo::rewards::wrap_for_prefetch(set, labels, {.prefetch_if = std::move(only)});
     if (prefetched_.empty()) prefetcher_options_ = wrapped.prefetcher_options;  // the first set's executor settings
     prefetched_.insert(prefetched_.end(), wrapped.prefetched.begin(), wrapped.prefetched.end());
     return std::move(wrapped.rewards);
@@ -913,6 +984,7 @@ class Scorer {
   bool overlap_ = false;
   std::optional<grpo::rewards::RewardSet> single_;
   std::size_t primary_ = 0;
+  float primary_threshold_ = 1.0f;
   std::optional<grpo::rewards::DomainRewards> domains_;
   std::vector<std::shared_ptr<grpo::rewards::PrefetchedReward>> prefetched_;
   grpo::rewards::RewardPrefetcherOptions prefetcher_options_;
@@ -1104,7 +1176,11 @@ int main(int argc, char** argv) try {
                                                       synced_reference ? &reference->model() : nullptr);
       first_step = state.step + 1;
       task->load_state(state);
-      if (const auto beta = state.values.find("kl_coef"); beta != state.values.end()) kl_control.restore(beta->second);
+      // An adaptive β continues where it was; a fixed one is --beta (which the resumed run may change).
+      if (const auto beta = state.values.find("kl_coef");
+          beta != state.values.end() && kl_control.options().type == grpo::train::KlControl::adaptive) {
+        kl_control.restore(beta->second);
+      }
       if (state.values.count("context/stage")) context.restore(state.values);
       if (main_rank) fmt::print("resumed from {} (step {})\n", latest->path.string(), state.step);
     }
@@ -1148,6 +1224,7 @@ int main(int argc, char** argv) try {
   if (first_step == 1 && main_rank) curve.emplace_back(0, run_eval(0, context.current().max_new_tokens));
 
   const auto start = std::chrono::steady_clock::now();
+  bool stage_metrics_checked = false;
   for (std::int64_t step = first_step; step <= s.steps; ++step) {
     const auto step_start = std::chrono::steady_clock::now();
     // The context stage of this step: its completion limit, group size, learning rate and overlong handling.
@@ -1274,9 +1351,11 @@ int main(int argc, char** argv) try {
     std::vector<std::vector<grpo::train::MetricValue>> loss_parts;  // one list per micro-batch of the last pass
     double grad_norm = 0.0;
     if (train_step) {
+      const auto type = loss.options().loss_type;
       const auto normaliser = grpo::train::global_normaliser(
-          group, loss.options().loss_type,
-          grpo::local_normaliser(loss.options().loss_type, loss_mask, {.max_completion_length = max_new_tokens}));
+          group, type,
+          rows > 0 ? std::optional(grpo::local_normaliser(type, loss_mask, {.max_completion_length = max_new_tokens}))
+                   : std::nullopt);
       const std::int64_t micro = (rows + s.micro_batches - 1) / s.micro_batches;
       for (std::int64_t pass = 0; pass < s.mu; ++pass) {
         optimizer.zero_grad();
@@ -1339,6 +1418,17 @@ int main(int argc, char** argv) try {
     for (const auto& [name, value] : task->metrics(step)) values.push_back({name, value, MetricReduction::max, 1.0});
     const grpo::train::Scalars scalars = grpo::train::reduce_metrics(group, values);
     const std::map<std::string, double> logged(scalars.begin(), scalars.end());
+    // A stage condition on a metric this run never logs would never fire: stop at the first step that trains.
+    if (train_step && !stage_metrics_checked) {
+      for (std::size_t i = 0; i < context.stages().size(); ++i) {
+        const std::string& metric = context.stages()[i].metric;
+        GRPO_CHECK_CONFIG(metric.empty() || logged.contains(metric),
+                          "stages[{}]: 'when' names metric '{}', which this run does not log (e.g. "
+                          "completions/clipped_ratio, completions/mean_length, reward, kl; see metrics.jsonl)",
+                          i, metric);
+      }
+      stage_metrics_checked = true;
+    }
     // Adaptive KL: the step's measured KL (token mean over every rank) sets β for the next step.
     const double sequences = group.all_reduce(static_cast<double>(rows));
     if (const auto kl = logged.find("kl"); kl != logged.end()) kl_control.update(kl->second, static_cast<std::int64_t>(sequences));
@@ -1366,6 +1456,14 @@ int main(int argc, char** argv) try {
       if (kl_control.options().type == grpo::train::KlControl::adaptive) shown.emplace_back("beta", beta);
       fmt::print("{}{}\n", grpo::train::format_progress_line(step - first_step + 1, s.steps - first_step + 1, elapsed, shown),
                  train_step ? "" : " | step skipped: too few groups with reward spread");
+      if (multi_domain) {  // each domain's line: which one learns, which one stalls
+        for (const std::string& name : domain_names) {
+          const auto metric = [&](const std::string& key) { return logged.at("domains/" + name + "/" + key); };
+          fmt::print("{:>14}: reward {:.4g} ± {:.4g} | accuracy {:.4g} | zero_std {:.4g} | len {:.4g} | {} completions\n",
+                     name, metric("reward/mean"), metric("reward/std"), metric("accuracy"),
+                     metric("frac_reward_zero_std"), metric("completion_length"), metric("completions"));
+        }
+      }
       std::fflush(stdout);
     }
     // A metric-triggered context stage starts with the next step.

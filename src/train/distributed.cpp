@@ -477,13 +477,15 @@ std::vector<int64_t> shard_prompt_indices(const PromptShardingOptions& options, 
 // ---------------------------------------------------------------------------------------------------------------
 // Normaliser and gradients.
 
-Normaliser global_normaliser(ProcessGroup& group, LossType type, const Normaliser& local) {
-  check_normaliser(type, local);
+Normaliser global_normaliser(ProcessGroup& group, LossType type, const std::optional<Normaliser>& local) {
+  if (local) check_normaliser(type, *local);
   // verl's seq_mean_token_sum_norm divides by one constant for the whole batch (loss_scale_factor, else the
-  // padded length T); every other constant or count is additive over the parts of the batch.
+  // padded length T); every other constant or count is additive over the parts of the batch. An empty rank adds 0
+  // to either.
   const bool shared_constant = type == LossType::seq_mean_token_sum_norm;
-  const double value = group.all_reduce(local.value(), shared_constant ? ReduceOp::max : ReduceOp::sum);
-  switch (local.kind()) {
+  const double value =
+      group.all_reduce(local ? local->value() : 0.0, shared_constant ? ReduceOp::max : ReduceOp::sum);
+  switch (aggregation_rule(type).normaliser) {
     case Normaliser::Kind::tokens:
       return Normaliser::tokens(value);
     case Normaliser::Kind::sequences:
@@ -491,7 +493,7 @@ Normaliser global_normaliser(ProcessGroup& group, LossType type, const Normalise
     case Normaliser::Kind::constant:
       return Normaliser::constant(value);
   }
-  return local;
+  return Normaliser::tokens(value);
 }
 
 Normaliser global_normaliser(ProcessGroup& group, const GrpoLoss& loss, const LossInputs& inputs) {

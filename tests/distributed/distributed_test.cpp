@@ -210,6 +210,16 @@ TEST_CASE("distributed worker train", "[.worker]") {
     }
   }
 
+  {  // A rank left without rows (dynamic sampling dropped all its groups) adds nothing to the whole batch's normaliser.
+    const auto own = [&](grpo::Normaliser local) { return pg.rank() == 0 ? std::optional(local) : std::nullopt; };
+    const grpo::Normaliser dr = gt::global_normaliser(pg, grpo::LossType::dr_grpo, own(grpo::Normaliser::constant(24)));
+    REQUIRE(dr.kind() == grpo::Normaliser::Kind::constant);
+    REQUIRE(dr.value() == 24.0);
+    const grpo::Normaliser tokens = gt::global_normaliser(pg, grpo::LossType::dapo, own(grpo::Normaliser::tokens(5)));
+    REQUIRE(tokens.kind() == grpo::Normaliser::Kind::tokens);
+    REQUIRE(tokens.value() == 5.0);
+  }
+
   {  // 10 AdamW steps: parameters bitwise equal on both ranks and equal to one process's; then a checkpoint.
     const grpo::GrpoLoss loss = make_loss(grpo::LossType::dapo);
     torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
@@ -590,6 +600,10 @@ TEST_CASE("ProcessGroup of world size 1: no rendezvous, collectives are the iden
   REQUIRE(n.value() == 7.0);
   REQUIRE_THROWS_WITH(gt::global_normaliser(pg, grpo::LossType::dapo, grpo::Normaliser::sequences(7)),
                       Contains("needs a Normaliser::tokens"));
+  // No rows anywhere: an empty count, but no dr_grpo constant to divide by.
+  REQUIRE(gt::global_normaliser(pg, grpo::LossType::grpo, std::nullopt).value() == 0.0);
+  REQUIRE_THROWS_WITH(gt::global_normaliser(pg, grpo::LossType::dr_grpo, std::nullopt),
+                      Contains("Normaliser::constant: value must be > 0"));
 
   // An undefined gradient becomes zeros, so every rank reduces the same buffers.
   torch::Tensor p = torch::ones({3}, torch::requires_grad());

@@ -17,15 +17,16 @@
 
 namespace grpo::testing {
 
-/// A tiny random Qwen2 with the real vocabulary, saved as a Hugging Face checkpoint in `dir` beside the real Qwen
-/// tokenizer; nullopt (with a warning) when the tokenizer is not installed.
-inline std::optional<std::filesystem::path> tiny_qwen_checkpoint(const std::filesystem::path& dir) {
+/// A tiny random Qwen2 (of `sizes`) with the real vocabulary, saved as a Hugging Face checkpoint in `dir` beside the
+/// real Qwen tokenizer; nullopt (with a warning) when the tokenizer is not installed.
+inline std::optional<std::filesystem::path> tiny_qwen_checkpoint(
+    const std::filesystem::path& dir, TinyModelSizes sizes = {.vocab = 151936, .hidden = 16, .intermediate = 32}) {
   const auto tokenizer_dir = grpo::text::testing::find_tokenizer_dir("qwen3");
   if (!tokenizer_dir) {
     WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
     return std::nullopt;
   }
-  auto config = tiny_model_config({.vocab = 151936, .hidden = 16, .intermediate = 32});
+  auto config = tiny_model_config(sizes);
   config.eos_token_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
   torch::manual_seed(3);
   grpo::models::save_pretrained(grpo::models::CausalLM(config), dir);

@@ -2,6 +2,7 @@
 // examples/r1_zero run as a user runs it: the tiny task learns (and the same seed gives the same curve), mode 2 runs
 // on a tiny random Qwen2 checkpoint with the real Qwen tokenizer on every data-set format, and a resumed run equals
 // an uninterrupted one.
+#include <grpo/core/json_quote.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <support/fake_judge_server.hpp>
@@ -11,10 +12,12 @@
 #include <text/reference_fixture.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -72,6 +75,7 @@ std::optional<fs::path> tiny_qwen_checkpoint() { return grpo::testing::tiny_qwen
 /// completions.jsonl as a list of parsed lines: step, domain and the reward values by name.
 struct CompletionLine {
   std::int64_t step = 0;
+  std::string prompt, completion;
   std::string domain;
   std::map<std::string, double> rewards;  // NaN for no value
 };
@@ -84,6 +88,8 @@ std::vector<CompletionLine> read_completions(const fs::path& output_dir) {
     simdjson::dom::object object = parser.parse(line);
     CompletionLine c;
     c.step = int64_t(object["step"]);
+    c.prompt = std::string(std::string_view(object["prompt"]));
+    c.completion = std::string(std::string_view(object["completion"]));
     std::string_view domain;
     if (!object["domain"].get_string().get(domain)) c.domain = std::string(domain);
     for (auto [name, value] : simdjson::dom::object(object["rewards"])) {
@@ -197,6 +203,45 @@ TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resu
 
 namespace {
 
+grpo::testing::CommandResult sft(const std::string& args) {
+  return grpo::testing::run_command(std::string(GRPO_SFT_PATH) + " " + args + " 2>&1");
+}
+
+/// The program the policy is taught to write (JSON-escaped): it passes code row c1 (print the sum of two integers) and
+/// fails c2 (print the line reversed).
+constexpr const char* kSumProgramJson = R"(```python\nprint(sum(map(int, input().split())))\n```)";
+constexpr const char* kSumStatement = "print(sum(map(int, input().split())))";
+
+/// The first message's content of a ROLL row (`messages` a list, or a JSON string holding the list).
+std::string first_message(const std::string& line) {
+  simdjson::dom::parser parser, inner;
+  const simdjson::dom::element messages = parser.parse(line)["messages"];
+  const simdjson::dom::element list = messages.is_string() ? inner.parse(std::string(messages.get_string().value()))
+                                                           : messages;
+  return std::string(std::string_view(list.at(0)["content"]));
+}
+
+/// `model_dir` fine-tuned (examples/sft) to answer every prompt of the example data sets with the sum program, so
+/// that its completions reach the sandbox (a random model writes no code block, which code_tests scores 0 unrun).
+fs::path teach_sum_program(const fs::path& model_dir) {
+  const auto dir = scratch("sum_program");
+  std::ofstream rows(dir / "sft.jsonl");
+  for (const std::string domain : {"math", "code", "general"}) {
+    std::ifstream in(fs::path(GRPO_SOURCE_DIR) / "examples" / "data" / (domain + ".jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      rows << R"({"messages": [{"role": "user", "content": )" << grpo::json_quoted(first_message(line))
+           << R"(}, {"role": "assistant", "content": ")" << kSumProgramJson << R"("}]})" << '\n';
+    }
+  }
+  rows.close();
+  const auto out = dir / "model";
+  const auto run = sft(fmt::format("--model {} --data {} --output {} --epochs 40 --lr 1e-2 --lr-decay constant --batch-size 16 --seed 1",
+                                   model_dir.string(), (dir / "sft.jsonl").string(), out.string()));
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  return out;
+}
+
 /// r1_zero run from the source tree (the example configs name examples/data/... relative to it) with `env` set.
 grpo::testing::CommandResult r1_zero_in_source(const std::string& env, const std::string& args, const fs::path& output_dir) {
   return grpo::testing::run_command("cd " + std::string(GRPO_SOURCE_DIR) + " && " + env + " " + GRPO_R1_ZERO_PATH +
@@ -207,16 +252,20 @@ grpo::testing::CommandResult r1_zero_in_source(const std::string& env, const std
 
 TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scored by its own domain's rewards",
           "[examples][domains]") {
-  const auto model_dir = tiny_qwen_checkpoint();
+  // Wide enough to learn one program in a few seconds of SFT.
+  const auto model_dir = grpo::testing::tiny_qwen_checkpoint(
+      scratch("model"), {.vocab = 151936, .hidden = 64, .intermediate = 128, .layers = 2, .heads = 4, .kv_heads = 2});
   if (!model_dir) return;
   using grpo::testing::FakeServer;
   FakeServer judge({{200, grpo::testing::chat_body("The response meets the criteria. [[YES]]")}}, 1000,
                    std::chrono::seconds(300));
   const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
-  // The shipped three-domain config (extends math.yaml extends base.yaml), made small with --set.
-  const std::string args = "--model " + model_dir->string() +
+  // The shipped three-domain config (extends math.yaml extends base.yaml), made small with --set, on a policy that
+  // writes a Python program (the sum of two integers) for every prompt.
+  const fs::path policy = teach_sum_program(*model_dir);
+  const std::string args = "--model " + policy.string() +
                            " --config examples/configs/multi_domain.yaml --set prompts=6 --set group_size=2"
-                           " --set max_new_tokens=8 --steps 3 --eval-every 0 --eval-samples 1 --log-completions 100"
+                           " --set max_new_tokens=40 --steps 3 --eval-every 0 --eval-samples 1 --log-completions 100"
                            " --save-every 0 --threads 1";
   const auto dir = scratch("domains");
   const auto run = r1_zero_in_source(env, args, dir);
@@ -227,6 +276,7 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
   const auto lines = read_completions(dir);
   REQUIRE(lines.size() == 3 * 6 * 2);
   std::map<std::string, int> seen;
+  int sum_programs = 0, passed = 0;  // code completions holding the taught program; those the sandbox passed
   for (const auto& line : lines) {
     INFO("step " << line.step << " domain " << line.domain);
     ++seen[line.domain];
@@ -236,7 +286,14 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
       CHECK(names == std::vector<std::string>{"accuracy", "format"});
     } else if (line.domain == "code") {
       CHECK(names == std::vector<std::string>{"code_tests"});
-      CHECK(line.rewards.at("code_tests") == 0.0);  // random text has no code block: 0, not "no value"
+      // The program passes both tests of "...prints their sum." and no test of the other code rows; any other
+      // completion (a sample that strayed from the program) fails or does not parse.
+      const double value = line.rewards.at("code_tests");
+      if (line.completion.find(kSumStatement) != std::string::npos) {
+        ++sum_programs;
+        CHECK(value == (line.prompt.find("prints their sum") != std::string::npos ? 1.0 : 0.0));
+      }
+      passed += value == 1.0;
     } else {
       REQUIRE(line.domain == "general");
       CHECK(names == std::vector<std::string>{"judge"});
@@ -258,21 +315,42 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
       }
     }
     CHECK(m.at("domains/general/accuracy") == 1.0);
-    CHECK(m.at("domains/code/accuracy") == 0.0);
+    CHECK(m.at("domains/math/accuracy") == 0.0);  // a program is no answer
     CHECK(m.count("kl_coef") == 1);
     CHECK(m.at("curriculum/difficulty_max") == Approx(2.0 + 8.0 * (step - 1) / 99.0));
   }
   CHECK(seen["math"] == 18);
   CHECK(seen["general"] >= 6);
-  // The judge saw each row's own criteria.
+  // The code rows ran in the sandbox: the taught program was written and passed the sum row's tests.
+  CHECK(sum_programs >= seen["code"] / 2);
+  CHECK(passed >= 1);
+  // The judge saw each row's own criteria (the exact criterion texts, which no reference answer repeats) and no other
+  // row's.
+  std::vector<std::pair<std::string, std::vector<std::string>>> general_rows;  // question, criteria
+  {
+    simdjson::dom::parser parser, inner;
+    std::ifstream in(fs::path(GRPO_SOURCE_DIR) / "examples" / "data" / "general.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const simdjson::dom::element field = parser.parse(line)["evaluation_criteria"];  // a list, or a JSON string of one
+      const simdjson::dom::element list = field.is_string() ? inner.parse(std::string(field.get_string().value())) : field;
+      std::vector<std::string> criteria;
+      for (const auto criterion : simdjson::dom::array(list)) {
+        criteria.emplace_back(std::string_view(criterion));
+      }
+      general_rows.emplace_back(first_message(line), criteria);
+    }
+  }
   const auto requests = judge.requests();
   REQUIRE(requests.size() >= static_cast<std::size_t>(seen["general"]));
   for (const std::string& request : requests) {
-    const bool has_criteria = request.find("Rayleigh") != std::string::npos ||
-                              request.find("bcrypt") != std::string::npos ||
-                              request.find("axial tilt") != std::string::npos ||
-                              request.find("translates source code") != std::string::npos;
-    CHECK(has_criteria);
+    INFO(request);
+    int own = 0;
+    for (const auto& [question, criteria] : general_rows) {
+      const bool asked = request.find(question) != std::string::npos;
+      own += asked;
+      for (const std::string& criterion : criteria) CHECK((request.find(criterion) != std::string::npos) == asked);
+    }
+    CHECK(own == 1);
   }
   // Per-domain accuracy on the console line.
   CHECK_THAT(run.out, Catch::Contains("math_acc") && Catch::Contains("general_acc"));
@@ -430,4 +508,25 @@ TEST_CASE("r1_zero overlapped reward scoring gives the same step metrics as sequ
     CHECK(deterministic(a.at(step)) == deterministic(b.at(step)));
     CHECK(a.at(step).count("domains/general/rewards/judge/mean") == 1);
   }
+}
+
+TEST_CASE("r1_zero DAPO dynamic sampling on two ranks: a rank left without groups still trains its share (dr_grpo)",
+          "[examples][recipes]") {
+  // Two prompts a round, one per rank, until both kept groups have spread: a round that keeps rank 0's group and
+  // fills the target leaves rank 1 with no rows, whose dr_grpo normaliser (B · max length) then adds nothing.
+  const auto dir = scratch("dynamic_two_ranks");
+  const auto run = grpo::testing::run_command(
+      std::string(GRPO_SOURCE_DIR) + "/scripts/launch.sh -n 2 " + GRPO_R1_ZERO_PATH + " --output-dir " +
+      dir.string() + " --loss dr_grpo --advantage dr_grpo --prompts 2 --group-size 4 --dynamic-sampling-max-rounds 4"
+                     " --steps 12 --eval-every 0 --eval-problems 8 --eval-samples 1 --save-every 0 --no-tensorboard 2>&1");
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  const auto metrics = read_metrics(dir);
+  for (std::int64_t step = 1; step <= 12; ++step) {
+    INFO("step " << step);
+    const auto& m = metrics.at(step);
+    if (m.count("loss")) CHECK(std::isfinite(m.at("loss")));
+    if (m.at("dynamic_sampling/skipped") == 0) CHECK(m.at("frac_reward_zero_std") == 0.0);
+  }
+  CHECK(fs::exists(dir / "checkpoints" / "checkpoint-12" / "model.safetensors"));
 }

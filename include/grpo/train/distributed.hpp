@@ -153,8 +153,9 @@ std::vector<int64_t> shard_prompt_indices(const PromptShardingOptions& options, 
 /// The normaliser of the whole batch from each rank's local one (aggregation.hpp): token and sequence counts and
 /// dr_grpo's B·max_completion_length are summed over ranks; seq_mean_token_sum_norm's constant (loss_scale_factor,
 /// or the padded length T when unset) is the maximum over ranks, i.e. the T of the whole batch padded together.
-/// Pass the result to every rank's loss; then Σ_r ∇L_r equals the single-process gradient. Collective.
-Normaliser global_normaliser(ProcessGroup& group, LossType type, const Normaliser& local);
+/// Pass the result to every rank's loss; then Σ_r ∇L_r equals the single-process gradient. A rank without rows this
+/// step (dynamic sampling can leave one empty) passes std::nullopt and adds nothing. Collective.
+Normaliser global_normaliser(ProcessGroup& group, LossType type, const std::optional<Normaliser>& local);
 /// global_normaliser(group, loss type, loss.local_normaliser(inputs)) for this rank's inputs. Collective.
 Normaliser global_normaliser(ProcessGroup& group, const GrpoLoss& loss, const LossInputs& inputs);
 

@@ -818,11 +818,11 @@ const grpo::rewards::RewardSetEntry& judge_entry(const grpo::rewards::RewardSet&
 double correct_threshold(const grpo::rewards::RewardFunction& reward) {
   const auto* prefetched = dynamic_cast<const grpo::rewards::PrefetchedReward*>(&reward);
   const auto* accuracy = dynamic_cast<const grpo::rewards::AccuracyReward*>(prefetched ? prefetched->inner().get() : &reward);
-  const double w = accuracy ? accuracy->options().step_weight : 0.0;
-  if (w == 0.0) return 1.0;
+  const float w = accuracy ? accuracy->options().step_weight : 0.0f;
+  if (w == 0.0f) return 1.0;
   GRPO_CHECK_CONFIG(w < 0.5, "accuracy with step_weight {} cannot tell a right final answer from a wrong one by its "
                     "value alone: give the domain an accuracy_threshold, or keep step_weight below 0.5", w);
-  return 1.0 - w - 1e-4;
+  return 1.0 - static_cast<double>(w) - 1e-4;
 }
 
 /// The reward that decides whether a completion is correct (evaluation, pass rates), and from which value on.

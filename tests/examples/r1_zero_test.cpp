@@ -356,8 +356,8 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
   CHECK_THAT(run.out, Catch::Contains("math_acc") && Catch::Contains("general_acc"));
 }
 
-TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing, curriculum, adaptive KL and a synced "
-          "reference",
+TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing, curriculum, adaptive KL, dynamic "
+          "sampling and a synced reference",
           "[examples][domains]") {
   const auto model_dir = tiny_qwen_checkpoint();
   if (!model_dir) return;
@@ -370,7 +370,9 @@ TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing,
                            " --config examples/configs/multi_domain.yaml --set prompts=4 --set group_size=2"
                            " --set max_new_tokens=6 --set beta=0.05 --set kl.target=1e-6 --set kl.horizon=20"
                            " --set ref_sync_every=1 --set ref_sync_alpha=0.5 --set curriculum.filter.window=1"
-                           " --set lr=1e-3 --eval-every 0 --eval-samples 1 --save-every 1 --keep-last 0 --threads 1";
+                           " --set lr=1e-3 --eval-every 0 --eval-samples 1 --save-every 1 --keep-last 0 --threads 1"
+                           " --set warmup_steps=0 --dynamic-sampling-max-rounds 3 --dynamic-sampling-prompts 8";
+  // (DAPO rounds draw further batches from the data: the count of batches drawn is resumed too.)
   const auto straight = scratch("domains_straight");
   auto run = r1_zero_in_source(env, args + " --steps 3", straight);
   INFO(run.out);
@@ -392,6 +394,7 @@ TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing,
   // The parts were active: β moved, the filter retired prompts, the reference differs from the policy.
   CHECK(m_straight.at(2).at("kl_coef") != m_straight.at(1).at("kl_coef"));
   CHECK(m_straight.at(3).at("curriculum/retired_prompts") > 0);
+  CHECK(m_straight.at(1).at("dynamic_sampling/rounds") + m_straight.at(2).at("dynamic_sampling/rounds") > 2);
   CHECK(grpo::io::read_file(a / "reference" / "model.safetensors") != grpo::io::read_file(a / "model.safetensors"));
   const std::string state = grpo::io::read_file(a / "trainer_state.json");
   CHECK_THAT(state, Catch::Contains("\"data/code/position\"") && Catch::Contains("\"curriculum/filter\""));
@@ -417,6 +420,28 @@ TEST_CASE("r1_zero layered configs: bad keys, overrides, bases and tags are reje
   r = r1_zero("--config " + (dir / "general.yaml").string() + " --model " + dir.string(), dir);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("domain 'general' (general) needs 'rewards'"));
+  // Bad domain values name the --set (or file:line) and the key path.
+  const std::string multi = "--config " + source + "/examples/configs/multi_domain.yaml";
+  r = r1_zero(multi + " --set domains.math.probability=-1", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("--set domains.math.probability=-1: 'domains.math.probability' must be a number >= 0"));
+  r = r1_zero(multi + " --set 'domains.code.reward_clip=[1, -1]'", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("'domains.code.reward_clip' should be c >= 0 or [lo, hi] with lo <= hi"));
+  r = r1_zero(multi + " --set domains.code.kind=physics", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("--set domains.code.kind=physics: 'domains.code.kind'"));
+  r = r1_zero(multi + " --set domains.general.reward_normalisation=zscore", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("'domains.general.reward_normalisation'") && Catch::Contains("zscore"));
+  // A stage condition on a metric the run never logs stops the run at its first step, not never.
+  std::ofstream(dir / "stages.yaml") << "stages:\n  - {max_new_tokens: 8}\n"
+                                        "  - {when: \"completions/clipped_ratoi >= 0.5\", max_new_tokens: 10}\n";
+  r = r1_zero("--config " + (dir / "stages.yaml").string() + " --steps 2 --prompts 4 --eval-every 0 --eval-problems 4",
+              dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("stages[1]: 'when' names metric 'completions/clipped_ratoi', which this run does "
+                                    "not log"));
 
   // A row whose tag no domain serves: an error at start naming the file, line and tag.
   const auto model_dir = tiny_qwen_checkpoint();
@@ -428,6 +453,19 @@ TEST_CASE("r1_zero layered configs: bad keys, overrides, bases and tags are reje
   r = r1_zero("--model " + model_dir->string() + " --config " + (dir / "tags.yaml").string() + " --steps 1", dir);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("physics.jsonl:2") && Catch::Contains("tag 'physics'"));
+  // Two domains claiming one tag; an accuracy_reward that is no reward of the domain; step credit so heavy that a
+  // right final answer and a wrong one overlap, without an explicit threshold.
+  const std::string math = "--model " + model_dir->string() + " --config examples/configs/math.yaml --steps 1";
+  r = r1_zero_in_source("", math + " --set domains.algebra.tags=[math] --set domains.algebra.data=examples/data/math.jsonl",
+                        dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("domains.algebra: tag 'math' is claimed by domain 'math' too"));
+  r = r1_zero_in_source("", math + " --set domains.math.accuracy_reward=acc", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("domains.math.rewards: accuracy_reward 'acc' is not a reward of the domain"));
+  r = r1_zero_in_source("", math + " --set 'domains.math.rewards=[{name: accuracy, step_weight: 0.6}]'", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("accuracy with step_weight 0.6 cannot tell a right final answer"));
 }
 
 TEST_CASE("r1_zero DAPO dynamic sampling and context-lengthening stages on the tiny task, and resume mid-stage",

@@ -11,7 +11,8 @@
 // by the tokenizer's chat template; only assistant messages (reasoning and the end-of-turn token included) are
 // targets. The loss is the token-mean NLL over every target of an optimizer step (all micro-batches), through the
 // same fused linear log-prob path as GRPO. The result is a Hugging Face directory: config.json, model.safetensors and
-// the tokenizer files of --model.
+// the tokenizer files of --model. With --save-every N, OUTPUT/checkpoints/checkpoint-<step> (Hugging Face model,
+// optimizer, RNG, step) every N steps; --resume continues from the newest one exactly where it stopped.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -36,6 +37,8 @@ struct Settings {
   std::int64_t max_length = 2048, batch_size = 4, micro_batches = 1, max_tokens = 0, bucket_window = 16;
   bool packing = false, last_turn_only = false;
   std::int64_t held_out = 0, eval_every = 0, log_every = 1;
+  std::int64_t save_every = 0, keep_last = 2;
+  bool resume = false;
   std::uint64_t seed = 1;
   int threads = 0;
 };
@@ -76,6 +79,11 @@ void add_flags(CLI::App& app, Settings& s) {
   app.add_option("--eval-every", s.eval_every, "held-out NLL period in steps (0 = before and after training)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-every", s.log_every, "console line period in steps")->check(CLI::PositiveNumber);
+  app.add_option("--save-every", s.save_every,
+                 "checkpoint period in steps, in OUTPUT/checkpoints (model, optimizer, RNG, step; 0 = none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-last", s.keep_last, "checkpoints kept (0 = all)")->check(CLI::NonNegativeNumber);
+  app.add_flag("--resume", s.resume, "continue from the newest checkpoint in OUTPUT/checkpoints (same data and flags)");
   app.add_option("--seed", s.seed, "seed of the split and the data order");
   app.add_option("--threads", s.threads, "intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber);
 }
@@ -183,11 +191,31 @@ int main(int argc, char** argv) try {
                                                   .total_steps = total_steps,
                                                   .decay = grpo::train::parse_lr_decay(s.lr_decay)}});
   const grpo::train::SftBatchOptions eval_batching{.batch_size = s.batch_size, .pad_token_id = pad};
-  if (!held_out.empty()) print_evaluation("before training", grpo::train::evaluate_nll(model, held_out, eval_batching));
+
+  // Checkpoints: the step is all a resumed run needs, since each epoch's order is a function of the seed and the
+  // epoch; the optimizer state and the RNG come back with the model.
+  grpo::train::CheckpointManager checkpoints(
+      {.directory = s.output_dir / "checkpoints", .keep_last = static_cast<std::size_t>(s.keep_last)});
+  std::int64_t step = 0;
+  if (s.resume) {
+    if (const auto latest = checkpoints.latest()) {
+      const auto state = grpo::train::CheckpointManager::load(latest->path, model, optimizer);
+      GRPO_CHECK_CONFIG(state.seed == s.seed, "{}: written with --seed {}, resumed with --seed {}",
+                        latest->path.string(), state.seed, s.seed);
+      GRPO_CHECK_CONFIG(state.step <= total_steps, "{}: step {} is past this run's {} steps", latest->path.string(),
+                        state.step, total_steps);
+      step = state.step;
+      trainer.set_steps_done(step);
+      fmt::print("resumed from {} (step {})\n", latest->path.string(), step);
+    }
+  }
+  if (!held_out.empty() && step == 0) {
+    print_evaluation("before training", grpo::train::evaluate_nll(model, held_out, eval_batching));
+  }
 
   const auto start = std::chrono::steady_clock::now();
-  std::int64_t step = 0;
-  for (std::int64_t epoch = 0; epoch < s.epochs && step < total_steps; ++epoch) {
+  const std::int64_t first_step = step;
+  for (std::int64_t epoch = step / steps_per_epoch; epoch < s.epochs && step < total_steps; ++epoch) {
     // A fresh order each epoch; the batches are shuffled too, so length buckets do not run longest to shortest.
     // Batches are collated one optimizer step at a time (a whole data set as tensors would take ~44 bytes a token).
     const auto epoch_seed = s.seed + 1 + static_cast<std::uint64_t>(epoch);
@@ -195,7 +223,9 @@ int main(int argc, char** argv) try {
     const auto rows = grpo::train::plan_sft_rows(examples, batching);
     const auto batch_order =
         grpo::seeded_permutation(static_cast<std::size_t>(batches_per_epoch), epoch_seed ^ 0x5f7ULL);
-    for (std::size_t first = 0; first < batch_order.size() && step < total_steps; first += s.micro_batches) {
+    // A resumed run starts inside its epoch, at the first batch of the next step.
+    const auto skipped = static_cast<std::size_t>((step - epoch * steps_per_epoch) * s.micro_batches);
+    for (std::size_t first = skipped; first < batch_order.size() && step < total_steps; first += s.micro_batches) {
       std::vector<SftBatch> micro_batches;
       for (std::size_t k = first; k < std::min<std::size_t>(first + s.micro_batches, batch_order.size()); ++k) {
         const std::size_t begin = batch_order[k] * static_cast<std::size_t>(s.batch_size);
@@ -209,13 +239,15 @@ int main(int argc, char** argv) try {
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         auto scalars = out.metrics();
         scalars.emplace_back("epoch", static_cast<double>(epoch + 1));
-        fmt::print("{}\n", grpo::train::format_progress_line(step, total_steps, elapsed, scalars));
+        fmt::print("{}\n", grpo::train::format_progress_line(step - first_step, total_steps - first_step, elapsed,
+                                                             scalars));
         std::fflush(stdout);
       }
       if (s.eval_every > 0 && step % s.eval_every == 0 && step < total_steps && !held_out.empty()) {
         print_evaluation(fmt::format("at step {}", step).c_str(),
                          grpo::train::evaluate_nll(model, held_out, eval_batching));
       }
+      if (s.save_every > 0 && step % s.save_every == 0) checkpoints.save(model, optimizer, {.step = step, .seed = s.seed});
     }
   }
   if (!held_out.empty()) print_evaluation("after training", grpo::train::evaluate_nll(model, held_out, eval_batching));

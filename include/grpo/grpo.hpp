@@ -56,6 +56,7 @@
 #include <grpo/io/atomic_file.hpp>
 #include <grpo/io/dataset.hpp>
 #include <grpo/io/json_config.hpp>
+#include <grpo/io/json_lines.hpp>
 #include <grpo/io/layered_config.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/io/safetensors.hpp>

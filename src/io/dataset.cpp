@@ -5,6 +5,7 @@
 #include <grpo/core/error.hpp>
 #include <grpo/core/permutation.hpp>
 #include <grpo/io/dataset.hpp>
+#include <grpo/io/json_lines.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/rewards/code_tests_reward.hpp>
 
@@ -18,13 +19,6 @@
 
 namespace grpo::io {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 // A failure to turn one row into an example; the caller prefixes the row's location.
 struct RowError {
@@ -98,7 +92,7 @@ std::optional<double> difficulty_of(const rewards::Row& row, bool strict) {
   if (value == nullptr) return std::nullopt;
   if (const auto* number = std::get_if<double>(value)) return *number;
   if (const auto* text = std::get_if<std::string>(value)) {
-    const std::string_view digits = trim(*text);
+    const std::string_view digits = trim_line(*text);
     if (digits.empty()) return std::nullopt;
     double parsed = 0.0;
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), parsed);
@@ -115,7 +109,7 @@ std::optional<double> difficulty_of(const rewards::Row& row, bool strict) {
 // set "{1, 2}", so the JSON type is read from the source row, and only when the text could be an object.
 void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
   const auto* text = std::get_if<std::string>(row.find("ground_truth"));
-  if (text == nullptr || !trim(*text).starts_with('{')) return;
+  if (text == nullptr || !trim_line(*text).starts_with('{')) return;
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   simdjson::dom::element truth;
@@ -129,7 +123,7 @@ void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
   }
   std::string answer;
   if (std::string_view string; !final_answer.get_string().get(string)) {
-    answer = std::string(trim(string));
+    answer = std::string(trim_line(string));
   } else if (double number = 0.0; final_answer.is_number() && !final_answer.get_double().get(number)) {
     answer = fmt::format("{}", number);  // the shortest text, as Row::text writes numbers
   } else {
@@ -159,7 +153,7 @@ void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
 std::optional<std::vector<std::string>> string_list(const rewards::FieldValue& value) {
   if (const auto* list = std::get_if<std::vector<std::string>>(&value)) return *list;
   const auto* text = std::get_if<std::string>(&value);
-  if (text == nullptr || !trim(*text).starts_with('[')) return std::nullopt;
+  if (text == nullptr || !trim_line(*text).starts_with('[')) return std::nullopt;
   simdjson::dom::parser parser;
   simdjson::dom::array array;
   if (parser.parse(simdjson::padded_string(*text)).get_array().get(array)) return std::nullopt;
@@ -205,7 +199,7 @@ std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
     case DomainKind::math: {
       if (!row.contains("ground_truth")) row_error("field 'ground_truth' is missing (math rows need a gold answer)");
       std::string truth = optional_truth();
-      if (trim(truth).empty()) row_error("field 'ground_truth' is empty");
+      if (trim_line(truth).empty()) row_error("field 'ground_truth' is empty");
       return truth;
     }
     case DomainKind::code:
@@ -225,7 +219,7 @@ std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
       if (!list) row_error("field 'evaluation_criteria' should be a list of strings (or a JSON string holding one)");
       if (list->empty()) row_error("field 'evaluation_criteria' is an empty list");
       for (std::size_t i = 0; i < list->size(); ++i) {
-        if (trim((*list)[i]).empty()) row_error(fmt::format("field 'evaluation_criteria': item {} is empty", i));
+        if (trim_line((*list)[i]).empty()) row_error(fmt::format("field 'evaluation_criteria': item {} is empty", i));
       }
       row.set("evaluation_criteria", std::move(*list));  // the judge joins a list; it would quote raw JSON text
       return optional_truth();
@@ -398,17 +392,10 @@ Dataset Dataset::concat(std::vector<Dataset> parts) {
 
 Dataset Dataset::parse(std::string_view text, std::string_view source, const DatasetOptions& options) {
   Loader loader(options);
-  if (trim(text).starts_with('[')) {
+  if (is_json_array(text)) {
     parse_json_array(text, source, loader);
   } else {
-    std::size_t line_number = 0;
-    while (!text.empty()) {
-      ++line_number;
-      const std::size_t end = text.find('\n');
-      const std::string_view line = trim(text.substr(0, end));
-      text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
-      if (!line.empty()) loader.add(line, fmt::format("{}:{}", source, line_number));
-    }
+    for_each_json_line(text, source, [&](std::string_view line, const std::string& where) { loader.add(line, where); });
   }
   return std::move(loader).finish();
 }
@@ -445,7 +432,7 @@ std::optional<std::string> gsm8k_final_answer(std::string_view answer) {
   const std::size_t marker = answer.rfind("####");
   if (marker == std::string_view::npos) return std::nullopt;
   std::string out;
-  for (char c : trim(answer.substr(marker + 4))) {
+  for (char c : trim_line(answer.substr(marker + 4))) {
     if (c != ',') out.push_back(c);
   }
   if (out.empty()) return std::nullopt;

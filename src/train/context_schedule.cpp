@@ -51,13 +51,11 @@ ContextSchedule::ContextSchedule(std::vector<ContextStage> stages) : stages_(std
 }
 
 std::optional<StageSwitch> ContextSchedule::begin_step(std::int64_t step) {
-  if (index_ + 1 >= stages_.size()) return std::nullopt;
-  const ContextStage& next = stages_[index_ + 1];
-  if (!next.at_step || step < *next.at_step) return std::nullopt;
-  StageSwitch change{index_, index_ + 1, step, fmt::format("at step {}", *next.at_step)};
-  ++index_;
+  const std::size_t from = index_;
+  while (index_ + 1 < stages_.size() && stages_[index_ + 1].at_step && step >= *stages_[index_ + 1].at_step) ++index_;
+  if (index_ == from) return std::nullopt;
   streak_ = 0;
-  return change;
+  return StageSwitch{from, index_, step, fmt::format("at step {}", *stages_[index_].at_step)};
 }
 
 std::optional<StageSwitch> ContextSchedule::end_step(std::int64_t step, const std::map<std::string, double>& metrics) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <grpo/core/tensor_checks.hpp>
+#include <grpo/io/json_lines.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/logprob/linear_log_probs.hpp>
 #include <grpo/train/sft.hpp>
@@ -99,13 +100,6 @@ void append_encoded(const text::Tokenizer& tokenizer, std::string_view piece, bo
 
 // ---------------------------------------------------------------------------------------------------------------
 // Chat files
-
-std::string_view trim(std::string_view s) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 [[noreturn]] void row_error(std::string_view where, std::string_view message) {
   ::grpo::detail::throw_formatted<ParseError>("{}: {}", where, message);
@@ -378,7 +372,7 @@ std::vector<SftConversation> read_sft_conversations(const std::filesystem::path&
 std::vector<SftConversation> parse_sft_conversations(std::string_view text, std::string_view source) {
   std::vector<SftConversation> out;
   simdjson::dom::parser parser;
-  if (trim(text).starts_with('[')) {
+  if (io::is_json_array(text)) {
     simdjson::dom::element root;
     if (const auto error = parser.parse(simdjson::padded_string(text)).get(root)) {
       ::grpo::detail::throw_formatted<ParseError>("{}: invalid JSON array ({})", source,
@@ -391,20 +385,13 @@ std::vector<SftConversation> parse_sft_conversations(std::string_view text, std:
     for (simdjson::dom::element item : array) out.push_back(read_row(item, fmt::format("{}[{}]", source, index++)));
     return out;
   }
-  std::size_t line_number = 0;
-  while (!text.empty()) {
-    ++line_number;
-    const std::size_t end = text.find('\n');
-    const std::string_view line = trim(text.substr(0, end));
-    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
-    if (line.empty()) continue;
-    const std::string where = fmt::format("{}:{}", source, line_number);
+  io::for_each_json_line(text, source, [&](std::string_view line, const std::string& where) {
     simdjson::dom::element root;
     if (const auto error = parser.parse(simdjson::padded_string(line)).get(root)) {
       row_error(where, fmt::format("invalid JSON ({})", simdjson::error_message(error)));
     }
     out.push_back(read_row(root, where));
-  }
+  });
   return out;
 }
 

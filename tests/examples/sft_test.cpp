@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <grpo/io/read_file.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <optional>
 #include <string>
@@ -118,6 +119,48 @@ TEST_CASE("sft example: cold-start SFT lowers the held-out NLL, and r1_zero star
   INFO(grpo.out);
   REQUIRE(grpo.status == 0);
   CHECK(fs::exists(grpo_dir / "metrics.jsonl"));
+}
+
+TEST_CASE("sft example: checkpoints every step, and --resume mid-epoch ends with the same model bit for bit",
+          "[examples][sft]") {
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  const auto data = write_chat_data(scratch("resume_data"));
+  const std::string common = fmt::format(
+      "--model {} --data {} --epochs 2 --packing --max-tokens 128 --batch-size 1 --micro-batches 2 --lr 1e-2 "
+      "--held-out 4 --save-every 1 --keep-last 0",
+      model_dir->string(), data.string());
+  const auto straight = scratch_root() / "sft_straight";
+  fs::remove_all(straight);
+  const auto run = sft(common + " --seed 3 --output " + straight.string());
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  const auto total = static_cast<std::int64_t>(number_after(run.out, "per step: "));
+  const std::int64_t per_epoch = total / 2;
+  REQUIRE(per_epoch >= 2);
+  const std::int64_t stop = per_epoch + 1;  // inside the second epoch
+  CHECK(fs::exists(straight / "checkpoints" / fmt::format("checkpoint-{}", total) / "model.safetensors"));
+
+  // A run that stopped after step `stop`: its checkpoints up to there, then --resume.
+  const auto resumed = scratch_root() / "sft_resumed";
+  fs::remove_all(resumed);
+  for (std::int64_t step = 1; step <= stop; ++step) {
+    const auto name = fmt::format("checkpoint-{}", step);
+    fs::create_directories(resumed / "checkpoints" / name);
+    fs::copy(straight / "checkpoints" / name, resumed / "checkpoints" / name, fs::copy_options::recursive);
+  }
+  const auto second = sft(common + " --seed 3 --output " + resumed.string() + " --resume");
+  INFO(second.out);
+  REQUIRE(second.status == 0);
+  CHECK_THAT(second.out, Catch::Contains(fmt::format("(step {})", stop)) &&
+                             Catch::Contains(fmt::format("step {}/{}", total - stop, total - stop)));
+  CHECK(grpo::io::read_file(resumed / "model.safetensors") == grpo::io::read_file(straight / "model.safetensors"));
+  CHECK(grpo::io::read_file(resumed / "model.safetensors") !=
+        grpo::io::read_file(straight / "checkpoints" / fmt::format("checkpoint-{}", stop) / "model.safetensors"));
+  // Another seed is another data order: refused.
+  const auto other = sft(common + " --output " + resumed.string() + " --resume --seed 4");
+  CHECK(other.status != 0);
+  CHECK_THAT(other.out, Catch::Contains("written with --seed 3, resumed with --seed 4"));
 }
 
 TEST_CASE("sft example: bad rows and flags name the file, line and field", "[examples][sft]") {

@@ -51,6 +51,23 @@ TEST_CASE("context schedule switches by step and by metric with patience", "[tra
   CHECK_FALSE(schedule.begin_step(100000).has_value());
 }
 
+TEST_CASE("context schedule: a late first step passes every step-triggered stage it has reached", "[train][context]") {
+  ContextSchedule schedule({{.max_new_tokens = 8}, {.max_new_tokens = 16, .at_step = 3},
+                            {.max_new_tokens = 24, .at_step = 5}, {.max_new_tokens = 32, .at_step = 9}});
+  const auto change = schedule.begin_step(7);  // e.g. resumed at step 7 from a checkpoint without schedule state
+  REQUIRE(change.has_value());
+  CHECK(change->from == 0);
+  CHECK(change->to == 2);
+  CHECK(change->reason == "at step 5");
+  CHECK(schedule.current().max_new_tokens == 24);
+  CHECK_FALSE(schedule.begin_step(8).has_value());
+  // A metric-triggered stage in between stops the walk: stages run in order.
+  ContextSchedule gated({{.max_new_tokens = 8}, {.max_new_tokens = 16, .metric = "reward", .threshold = 1.0},
+                         {.max_new_tokens = 24, .at_step = 2}});
+  CHECK_FALSE(gated.begin_step(10).has_value());
+  CHECK(gated.index() == 0);
+}
+
 TEST_CASE("context schedule resumes mid-stage and mid-streak exactly", "[train][context]") {
   ContextSchedule straight(deepscaler());
   straight.begin_step(500);

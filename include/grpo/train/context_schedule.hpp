@@ -52,7 +52,9 @@ class ContextSchedule {
   std::size_t index() const { return index_; }
   const std::vector<ContextStage>& stages() const { return stages_; }
 
-  /// Before `step` runs: moves to the next stage when its at_step is reached (the returned switch is to be logged).
+  /// Before `step` runs: moves past every next stage whose at_step is reached (one, in a run that calls this every
+  /// step; several when a run resumes from a checkpoint without schedule state, or starts late). The returned switch
+  /// (to be logged) goes from the old stage to the new one.
   std::optional<StageSwitch> begin_step(std::int64_t step);
   /// After `step` logged `metrics`: counts the next stage's metric condition; when it has held `patience` times in a
   /// row, moves to that stage (from step + 1 on) and returns the switch. A missing metric breaks the streak.

@@ -353,7 +353,17 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
     CHECK(own == 1);
   }
   // Per-domain accuracy on the console line.
+  // Per-domain metrics on the console (the progress line and a line per domain) and in the TensorBoard events.
   CHECK_THAT(run.out, Catch::Contains("math_acc") && Catch::Contains("general_acc"));
+  CHECK_THAT(run.out, Catch::Contains("          code: reward ") && Catch::Contains("       general: reward 1 ± 0"));
+  std::string events;
+  for (const auto& entry : fs::directory_iterator(dir / "tensorboard")) events += grpo::io::read_file(entry.path());
+  for (const std::string domain : {"math", "code", "general"}) {
+    for (const std::string metric : {"accuracy", "frac_reward_zero_std", "completion_length", "reward/mean"}) {
+      INFO(domain << " " << metric);
+      CHECK(events.find("domains/" + domain + "/" + metric) != std::string::npos);  // a summary value's tag
+    }
+  }
 }
 
 TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing, curriculum, adaptive KL, dynamic "

@@ -483,13 +483,13 @@ TEST_CASE("r1_zero DAPO dynamic sampling and context-lengthening stages on the t
   const auto dir = scratch("recipes");
   // Stage 0 cuts completions (6 tokens) at 5, so every one is truncated; stage 1 starts once the clipped ratio has
   // been >= 0.9 for 2 steps (at step 3), with G = 4 and truncated completions masked; stage 2 starts at step 6 with
-  // a soft overlong penalty over the last 4 of 10 tokens.
+  // a soft overlong penalty over the last 4 of 10 tokens and its own learning rate.
   std::ofstream(dir / "stages.yaml")
       << "stages:\n"
          "  - {max_new_tokens: 5}\n"
          "  - {when: \"completions/clipped_ratio >= 0.9\", patience: 2, max_new_tokens: 8, group_size: 4,"
          " mask_truncated: true}\n"
-         "  - {at_step: 6, max_new_tokens: 10, overlong_buffer: 4}\n";
+         "  - {at_step: 6, max_new_tokens: 10, overlong_buffer: 4, lr: 5.0e-4}\n";
   const std::string args = "--config " + (dir / "stages.yaml").string() +
                            " --dynamic-sampling-max-rounds 3 --prompts 16 --eval-every 0 --eval-problems 8"
                            " --eval-samples 1 --save-every 1 --keep-last 0";
@@ -514,6 +514,9 @@ TEST_CASE("r1_zero DAPO dynamic sampling and context-lengthening stages on the t
       CHECK(m.at("dynamic_sampling/kept_groups") > 0);
     }
     CHECK(m.count("rewards/soft_overlong/mean") == (stage == 2 ? 1u : 0u));
+    CHECK(m.at("learning_rate") == (stage == 2 ? 5e-4 : 1e-3));
+    // Stage 1's G = 4 (the run's is 8): at most 4 completions of at most 8 tokens per kept group reach the loss.
+    if (stage == 1) CHECK(m.at("num_tokens") <= 4 * 8 * m.at("dynamic_sampling/kept_groups"));
     if (stage == 0) CHECK(m.at("completions/clipped_ratio") >= 0.9);
   }
   // Stopped in stage 1 and resumed: stage 2 still starts at step 6 and the run equals the uninterrupted one.

@@ -82,6 +82,18 @@ TEST_CASE("ROLL rows: the messages string is parsed into the chat, other fields 
   CHECK(second.ground_truth == "18");              // a number: shortest text
   CHECK(field_text(second, "difficulty") == "0");  // ... and a number in the other
   CHECK(second.source == "roll.jsonl:2");
+
+  // `messages` as a JSON list (ROLL's multi-domain files) reads the same as the string holding it.
+  const Dataset listed = Dataset::parse(
+      R"({"id": "7", "messages": [{"role": "system", "content": "Reason."}, {"role": "user", "content": "1+1?\n"}], "ground_truth": "2", "tag": "math"})",
+      "roll_list.jsonl", options);
+  REQUIRE(listed.size() == 1);
+  REQUIRE(listed[0].prompt.size() == 2);
+  CHECK(listed[0].prompt[0].role == first.prompt[0].role);
+  CHECK(listed[0].prompt[0].content == first.prompt[0].content);
+  CHECK(listed[0].prompt[1].role == first.prompt[1].role);
+  CHECK(listed[0].prompt[1].content == first.prompt[1].content);
+  CHECK(listed[0].ground_truth == "2");
 }
 
 TEST_CASE("TRL rows: problem becomes the user message, solution the ground truth", "[io][dataset]") {

@@ -9,6 +9,7 @@
 #include "sandbox/sandbox_testing.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -118,6 +119,23 @@ TEST_CASE("parse_code_tests reads ROLL, list and LiveCodeBench forms", "[rewards
   CHECK(call->kind == TestKind::call);
   CHECK(call->function == "add");
   CHECK(call->cases[0].expected_output == "3");
+
+  // Every spelling of the two pair kinds in the wild (ROLL, DeepCoder, LiveCodeBench).
+  for (const char* type : {"", "input", "stdin", "stdin_stdout", "stdin/stdout", "io"}) {
+    INFO("case_type '" << type << "'");
+    const auto tests = parse_code_tests(Row::from_json(
+        fmt::format(R"({{"case_type": "{}", "test_cases": [{{"input": "1", "expected_output": "1"}}]}})", type)));
+    REQUIRE(tests);
+    CHECK(tests->kind == TestKind::stdin_stdout);
+  }
+  for (const char* type : {"call", "call_based", "call-based", "function"}) {
+    INFO("case_type '" << type << "'");
+    const auto tests = parse_code_tests(Row::from_json(fmt::format(
+        R"({{"case_type": "{}", "test_case_function": "f", "test_cases": [{{"input": "1", "expected_output": "1"}}]}})",
+        type)));
+    REQUIRE(tests);
+    CHECK(tests->kind == TestKind::call);
+  }
 
   CHECK_FALSE(parse_code_tests(Row::from_json(R"({"case_type": "", "test_cases": ""})")));  // a math row
   CHECK_FALSE(parse_code_tests(Row::from_json(R"({"test_cases": "[]"})")));

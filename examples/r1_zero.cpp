@@ -835,6 +835,7 @@ struct Judge {
 struct StepScores {
   std::vector<std::optional<float>> total;  // [B]
   std::vector<std::uint8_t> correct;        // [B] by the completion's Judge
+  std::vector<std::uint8_t> judged;         // [B] 1 when the Judge gave a value (a failed judge call gives none)
   std::vector<std::vector<std::pair<std::string, std::optional<double>>>> rewards;  // [B] each reward's value
   std::vector<grpo::train::MetricValue> metrics;  // with their reductions over ranks
 };
@@ -875,6 +876,7 @@ class Scorer {
                                             [&](const auto& e) { return label_of(e) == d.accuracy_reward; }),
                             "accuracy_reward '{}' is not a reward of the domain", d.accuracy_reward);
           const auto& judge = judge_entry(rewards, d.accuracy_reward);
+          judge_index_.push_back(static_cast<std::size_t>(&judge - rewards.entries().data()));
           const double threshold = d.accuracy_threshold ? *d.accuracy_threshold : correct_threshold(*judge.reward);
           // Only this domain's completions are scored ahead (the judge and the sandbox see no other domain's).
           const auto mine = [tags = d.tags](const grpo::rewards::Completion& c) {
@@ -905,7 +907,10 @@ class Scorer {
     if (single_) {
       const auto scores = single_->score(batch);
       out.total = scores.total;
-      for (const auto& value : scores.values[primary_]) out.correct.push_back(value && *value >= primary_threshold_);
+      for (const auto& value : scores.values[primary_]) {
+        out.correct.push_back(value && *value >= primary_threshold_);
+        out.judged.push_back(value.has_value());
+      }
       out.rewards = reward_values(scores, batch.size());
       for (const auto& [name, value] : scores.metrics()) {
         out.metrics.push_back({name, value, MetricReduction::weighted_mean, completions});
@@ -915,11 +920,14 @@ class Scorer {
     const auto scores = domains_->score(batch);
     out.total = scores.total;
     out.correct = scores.correct;
+    out.judged.resize(batch.size());
     out.rewards.resize(batch.size());
     for (std::size_t d = 0; d < scores.per_domain.size(); ++d) {
       const auto& members = scores.members[d];
       auto values = reward_values(scores.per_domain[d], members.size());
       for (std::size_t k = 0; k < members.size(); ++k) out.rewards[members[k]] = std::move(values[k]);
+      const auto& judge_values = scores.per_domain[d].values[judge_index_[d]];
+      for (std::size_t k = 0; k < members.size(); ++k) out.judged[members[k]] = judge_values[k].has_value();
     }
     // Per-domain means weigh by the domain's completions (groups for the zero-std fraction); counts add up.
     for (const auto& [name, value] : scores.metrics()) {
@@ -985,6 +993,7 @@ class Scorer {
   std::optional<grpo::rewards::RewardSet> single_;
   std::size_t primary_ = 0;
   float primary_threshold_ = 1.0f;
+  std::vector<std::size_t> judge_index_;  // per domain: the entry of its set that judges correctness
   std::optional<grpo::rewards::DomainRewards> domains_;
   std::vector<std::shared_ptr<grpo::rewards::PrefetchedReward>> prefetched_;
   grpo::rewards::RewardPrefetcherOptions prefetcher_options_;
@@ -1297,9 +1306,14 @@ int main(int argc, char** argv) try {
       const auto totals = torch::tensor(grpo::rewards::with_nan(scores.total)).view({shard.size(), group_size});
       const auto informative = grpo::train::informative_groups(totals);
       for (std::int64_t i = 0; i < shard.size(); ++i) {
-        double correct = 0.0;
-        for (std::int64_t g = 0; g < group_size; ++g) correct += scores.correct[static_cast<std::size_t>(i * group_size + g)];
-        flag[0][shard.begin + i] = correct / static_cast<double>(group_size);
+        double correct = 0.0, judged = 0.0;
+        for (std::int64_t g = 0; g < group_size; ++g) {
+          correct += scores.correct[static_cast<std::size_t>(i * group_size + g)];
+          judged += scores.judged[static_cast<std::size_t>(i * group_size + g)];
+        }
+        // Over the completions the judge could score; NaN (the filter's "unknown") when it scored none, so a
+        // failing judge endpoint does not retire prompts as unsolved.
+        flag[0][shard.begin + i] = judged > 0 ? correct / judged : NAN;
         flag[1][shard.begin + i] = dynamic_sampling ? informative[static_cast<std::size_t>(i)] : 1.0;
       }
       group.all_reduce_(flags);

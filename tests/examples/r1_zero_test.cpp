@@ -581,3 +581,32 @@ TEST_CASE("r1_zero DAPO dynamic sampling on two ranks: a rank left without group
   }
   CHECK(fs::exists(dir / "checkpoints" / "checkpoint-12" / "model.safetensors"));
 }
+
+TEST_CASE("r1_zero pass-rate filter: a failing judge scores nothing and retires no prompt, a judge saying no retires "
+          "them",
+          "[examples][domains]") {
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  using grpo::testing::FakeServer;
+  // Only the judged domain, every prompt retired after one all-wrong group.
+  const std::string args = "--model " + model_dir->string() +
+                           " --config examples/configs/multi_domain.yaml --set prompts=3 --set group_size=2"
+                           " --set max_new_tokens=4 --set domains.math.probability=0 --set domains.code.probability=0"
+                           " --set 'domains.general.rewards=[{name: judge, backend: http, model: judge, max_retries: 0}]'"
+                           " --set curriculum.filter.window=1 --set curriculum.filter.retire=unsolved --steps 2"
+                           " --eval-every 0 --eval-samples 1 --save-every 0 --threads 1 --no-tensorboard";
+  const auto retired = [&](FakeServer& judge, const std::string& name) {
+    const auto dir = scratch(name);
+    const auto run = r1_zero_in_source("OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test", args, dir);
+    INFO(run.out);
+    REQUIRE(run.status == 0);
+    const auto metrics = read_metrics(dir);
+    CHECK(metrics.at(2).at("domains/general/completions") == 6);
+    return metrics.at(2).at("curriculum/retired_prompts");
+  };
+  FakeServer failing({{500, R"({"error": "overloaded"})"}}, 1000, std::chrono::seconds(300));
+  CHECK(retired(failing, "judge_failing") == 0);
+  FakeServer no({{200, grpo::testing::chat_body("The response misses the criteria. [[NO]]")}}, 1000,
+                std::chrono::seconds(300));
+  CHECK(retired(no, "judge_no") > 0);
+}

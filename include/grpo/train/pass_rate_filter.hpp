@@ -30,9 +30,9 @@ class PassRateFilter {
   explicit PassRateFilter(PassRateFilterOptions options = {});
 
   /// Records that `prompt` was sampled at `step` with `pass_rate` in [0, 1] (NaN: no value could be judged; the
-  /// streak is broken). Retires the prompt when its streak reaches `window`, for the next retire_steps steps (step
-  /// + 1 through step + retire_steps) or forever; a retired prompt that comes back starts a new streak. Throws ConfigError for a pass rate outside
-  /// [0, 1].
+  /// streak is broken). Retires the prompt when its streak reaches `window`, for the next retire_steps steps (step + 1
+  /// through step + retire_steps) or forever; a retired prompt that comes back starts a new streak. Throws ConfigError
+  /// for a pass rate outside [0, 1].
   void observe(std::string_view prompt, double pass_rate, std::int64_t step);
 
   /// Whether `prompt` may not be sampled at `step`.

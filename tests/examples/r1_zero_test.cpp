@@ -235,7 +235,8 @@ fs::path teach_sum_program(const fs::path& model_dir) {
   }
   rows.close();
   const auto out = dir / "model";
-  const auto run = sft(fmt::format("--model {} --data {} --output {} --epochs 40 --lr 1e-2 --lr-decay constant --batch-size 16 --seed 1",
+  const auto run = sft(fmt::format("--model {} --data {} --output {} --epochs 40 --lr 1e-2 --lr-decay constant "
+                                   "--batch-size 16 --seed 1",
                                    model_dir.string(), (dir / "sft.jsonl").string(), out.string()));
   INFO(run.out);
   REQUIRE(run.status == 0);

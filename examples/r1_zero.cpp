@@ -799,25 +799,23 @@ grpo::rewards::RewardSet make_rewards(const Settings& s) {
 }
 
 
-std::string label_of(const grpo::rewards::RewardSetEntry& entry) {
-  return entry.label.empty() ? entry.reward->name() : entry.label;
-}
-
-/// The entry of `set` that decides correctness: the one labelled `label`, or the first when `label` is empty
-/// (DomainSpec::accuracy_reward's rule; DomainRewards rejects a label that names no entry).
+/// The entry of `set` that decides correctness: the one labelled `label` (RewardSet labels every entry, by default
+/// with its reward's name), or the first when `label` is empty: DomainSpec::accuracy_reward's rule. ConfigError for a
+/// label that names no entry.
 const grpo::rewards::RewardSetEntry& judge_entry(const grpo::rewards::RewardSet& set, const std::string& label) {
-  for (const auto& entry : set.entries()) {
-    if (label.empty() || label_of(entry) == label) return entry;
-  }
-  return set.entries().front();
+  const auto& entries = set.entries();
+  if (label.empty()) return entries.front();
+  const auto it = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.label == label; });
+  GRPO_CHECK_CONFIG(it != entries.end(), "accuracy_reward '{}' is not a reward of the domain", label);
+  return *it;
 }
 
 /// The value from which `reward` calls a completion correct when the config names no accuracy_threshold: 1 (every
 /// test passes, the verifier says equal), except for the verifier's accuracy with step credit w: a right final answer
 /// scores at least 1 − w and a wrong one at most w, so 1 − w (less float rounding) separates them when w < 0.5.
+/// Called on the rewards as built, before any prefetch wrapping.
 double correct_threshold(const grpo::rewards::RewardFunction& reward) {
-  const auto* prefetched = dynamic_cast<const grpo::rewards::PrefetchedReward*>(&reward);
-  const auto* accuracy = dynamic_cast<const grpo::rewards::AccuracyReward*>(prefetched ? prefetched->inner().get() : &reward);
+  const auto* accuracy = dynamic_cast<const grpo::rewards::AccuracyReward*>(&reward);
   const float w = accuracy ? accuracy->options().step_weight : 0.0f;
   if (w == 0.0f) return 1.0;
   GRPO_CHECK_CONFIG(w < 0.5, "accuracy with step_weight {} cannot tell a right final answer from a wrong one by its "
@@ -858,12 +856,13 @@ class Scorer {
  public:
   Scorer(const Settings& s, const std::vector<DomainConfig>& domains) : overlap_(s.overlap_scoring) {
     if (domains.empty()) {
-      single_.emplace(prepared(make_rewards(s), nullptr));
-      const auto& entries = single_->entries();
+      auto rewards = make_rewards(s);
+      const auto& entries = rewards.entries();
       const auto accuracy = std::find_if(entries.begin(), entries.end(),
                                          [](const auto& e) { return e.reward->name() == "accuracy"; });
       primary_ = accuracy == entries.end() ? 0 : static_cast<std::size_t>(accuracy - entries.begin());
       primary_threshold_ = static_cast<float>(correct_threshold(*entries[primary_].reward));
+      single_.emplace(prepared(std::move(rewards), nullptr));  // wrapping keeps the entries' order
     } else {
       const auto registry = grpo::rewards::RewardRegistry::with_builtins();
       std::vector<grpo::rewards::DomainSpec> specs;
@@ -871,12 +870,7 @@ class Scorer {
         try {
           auto rewards = d.rewards_json.empty() ? make_rewards(s)
                                                 : grpo::rewards::RewardSet::from_config(d.rewards_json, registry);
-          GRPO_CHECK_CONFIG(d.accuracy_reward.empty() ||
-                                std::any_of(rewards.entries().begin(), rewards.entries().end(),
-                                            [&](const auto& e) { return label_of(e) == d.accuracy_reward; }),
-                            "accuracy_reward '{}' is not a reward of the domain", d.accuracy_reward);
           const auto& judge = judge_entry(rewards, d.accuracy_reward);
-          judge_index_.push_back(static_cast<std::size_t>(&judge - rewards.entries().data()));
           const double threshold = d.accuracy_threshold ? *d.accuracy_threshold : correct_threshold(*judge.reward);
           // Only this domain's completions are scored ahead (the judge and the sandbox see no other domain's).
           const auto mine = [tags = d.tags](const grpo::rewards::Completion& c) {
@@ -920,14 +914,12 @@ class Scorer {
     const auto scores = domains_->score(batch);
     out.total = scores.total;
     out.correct = scores.correct;
-    out.judged.resize(batch.size());
+    out.judged = scores.judged;
     out.rewards.resize(batch.size());
     for (std::size_t d = 0; d < scores.per_domain.size(); ++d) {
       const auto& members = scores.members[d];
       auto values = reward_values(scores.per_domain[d], members.size());
       for (std::size_t k = 0; k < members.size(); ++k) out.rewards[members[k]] = std::move(values[k]);
-      const auto& judge_values = scores.per_domain[d].values[judge_index_[d]];
-      for (std::size_t k = 0; k < members.size(); ++k) out.judged[members[k]] = judge_values[k].has_value();
     }
     // Per-domain means weigh by the domain's completions (groups for the zero-std fraction); counts add up.
     for (const auto& [name, value] : scores.metrics()) {
@@ -970,7 +962,7 @@ class Scorer {
   /// The first reward's label (of the first domain), for the console line.
   std::string headline_reward() const {
     const auto& entries = single_ ? single_->entries() : domains_->domains().front().rewards.entries();
-    return entries.front().label.empty() ? entries.front().reward->name() : entries.front().label;
+    return entries.front().label;  // RewardSet labels every entry (by default with its reward's name)
   }
 
  private:
@@ -981,7 +973,7 @@ class Scorer {
     if (!overlap_) return set;
     std::vector<std::string> labels;
     for (const auto& entry : set.entries()) {
-      if (entry.reward->scope() == grpo::rewards::RewardScope::completion) labels.push_back(label_of(entry));
+      if (entry.reward->scope() == grpo::rewards::RewardScope::completion) labels.push_back(entry.label);
     }
     auto wrapped = grpo::rewards::wrap_for_prefetch(set, labels, {.prefetch_if = std::move(only)});
     if (prefetched_.empty()) prefetcher_options_ = wrapped.prefetcher_options;  // the first set's executor settings
@@ -993,7 +985,6 @@ class Scorer {
   std::optional<grpo::rewards::RewardSet> single_;
   std::size_t primary_ = 0;
   float primary_threshold_ = 1.0f;
-  std::vector<std::size_t> judge_index_;  // per domain: the entry of its set that judges correctness
   std::optional<grpo::rewards::DomainRewards> domains_;
   std::vector<std::shared_ptr<grpo::rewards::PrefetchedReward>> prefetched_;
   grpo::rewards::RewardPrefetcherOptions prefetcher_options_;

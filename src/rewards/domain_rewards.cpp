@@ -170,6 +170,7 @@ DomainScores DomainRewards::score(std::span<const Completion> batch) const {
 
   out.total.assign(B, std::nullopt);
   out.correct.assign(B, 0);
+  out.judged.assign(B, 0);
   out.per_domain.reserve(D);
   out.summaries.reserve(D);
   for (std::size_t d = 0; d < D; ++d) {
@@ -244,6 +245,7 @@ DomainScores DomainRewards::score(std::span<const Completion> batch) const {
     double length = 0.0;
     for (std::size_t k = 0; k < n; ++k) {
       const auto& a = accuracy_values[k];
+      out.judged[members[k]] = a.has_value();
       if (a && static_cast<double>(*a) >= spec.accuracy_threshold) {
         ++correct;
         out.correct[members[k]] = 1;

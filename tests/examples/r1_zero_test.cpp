@@ -243,6 +243,11 @@ fs::path teach_sum_program(const fs::path& model_dir) {
   return out;
 }
 
+/// The environment that points r1_zero's HTTP judge at the loopback `judge`.
+std::string judge_env(const grpo::testing::FakeServer& judge) {
+  return "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
+}
+
 /// r1_zero run from the source tree (the example configs name examples/data/... relative to it) with `env` set.
 grpo::testing::CommandResult r1_zero_in_source(const std::string& env, const std::string& args, const fs::path& output_dir) {
   return grpo::testing::run_command("cd " + std::string(GRPO_SOURCE_DIR) + " && " + env + " " + GRPO_R1_ZERO_PATH +
@@ -260,7 +265,7 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
   using grpo::testing::FakeServer;
   FakeServer judge({{200, grpo::testing::chat_body("The response meets the criteria. [[YES]]")}}, 1000,
                    std::chrono::seconds(300));
-  const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
+  const std::string env = judge_env(judge);
   // The shipped three-domain config (extends math.yaml extends base.yaml), made small with --set, on a policy that
   // writes a Python program (the sum of two integers) for every prompt.
   const fs::path policy = teach_sum_program(*model_dir);
@@ -374,7 +379,7 @@ TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing,
   if (!model_dir) return;
   using grpo::testing::FakeServer;
   FakeServer judge(grpo::testing::verdict_by_request_hash(), 1000, std::chrono::seconds(300));
-  const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
+  const std::string env = judge_env(judge);
   // Adaptive KL that moves fast (target far below the measured KL, short horizon), a reference synced every step,
   // and a filter that retires each prompt after one all-wrong group (so steps 2-3 depend on the filter's state).
   const std::string args = "--model " + model_dir->string() +
@@ -541,7 +546,7 @@ TEST_CASE("r1_zero overlapped reward scoring gives the same step metrics as sequ
   if (!model_dir) return;
   using grpo::testing::FakeServer;
   FakeServer judge(grpo::testing::verdict_by_request_hash(), 1000, std::chrono::seconds(300));
-  const std::string env = "OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test";
+  const std::string env = judge_env(judge);
   // Three chunks per round: code_tests (sandbox) and the judge score chunk k while chunk k + 1 is sampled.
   const std::string args = "--model " + model_dir->string() +
                            " --config examples/configs/multi_domain.yaml --set prompts=6 --set group_size=2"
@@ -598,7 +603,7 @@ TEST_CASE("r1_zero pass-rate filter: a failing judge scores nothing and retires 
                            " --eval-every 0 --eval-samples 1 --save-every 0 --threads 1 --no-tensorboard";
   const auto retired = [&](FakeServer& judge, const std::string& name) {
     const auto dir = scratch(name);
-    const auto run = r1_zero_in_source("OPENAI_BASE_URL=" + judge.base_url() + " OPENAI_API_KEY=test", args, dir);
+    const auto run = r1_zero_in_source(judge_env(judge), args, dir);
     INFO(run.out);
     REQUIRE(run.status == 0);
     const auto metrics = read_metrics(dir);

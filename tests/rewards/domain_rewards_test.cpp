@@ -226,6 +226,8 @@ TEST_CASE("DomainRewards summaries and metrics, by hand", "[rewards][domains]") 
 
   // Per completion (batch order): the accuracy metric's numerator, for pass rates.
   CHECK(scores.correct == std::vector<std::uint8_t>{1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1});
+  // Whether it could judge at all: the code completion whose tests gave no value (batch 8) could not.
+  CHECK(scores.judged == std::vector<std::uint8_t>{1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1});
 
   const auto& poetry = scores.summaries[3];  // absent: reported with zeros
   CHECK(poetry.name == "poetry");

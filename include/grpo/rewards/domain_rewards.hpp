@@ -90,6 +90,9 @@ struct DomainScores {
   /// [B] 1 when the completion's domain accuracy reward gave a value >= its accuracy_threshold (the "accuracy"
   /// metric's numerator; a prompt's pass rate for curricula), else 0.
   std::vector<std::uint8_t> correct;
+  /// [B] 1 when the completion's domain accuracy reward gave a value, 0 when it could not judge (a failed judge
+  /// call, no test cases): a pass rate over the judged completions leaves these out.
+  std::vector<std::uint8_t> judged;
   std::vector<std::vector<std::size_t>> members;  ///< [D] batch indices of each domain's completions, in order
   /// [D] each domain's RewardSetScores over its own completions, in batch order (entry k is completion members[d][k]);
   /// `total` there is the raw weighted total, before clip and normalisation. A domain absent from the batch has its

@@ -18,6 +18,7 @@
 #include <grpo/loss/grpo_loss.hpp>
 #include <grpo/loss/importance_correction.hpp>
 #include <grpo/loss/policy_loss.hpp>
+#include <grpo/loss/policy_loss_registry.hpp>
 #include <grpo/loss/recipes.hpp>
 #include <grpo/loss/token_masks.hpp>
 
@@ -67,12 +68,18 @@
 #include <grpo/train/domain_mixer.hpp>
 #include <grpo/train/dynamic_sampling.hpp>
 #include <grpo/train/evaluation.hpp>
+#include <grpo/train/grpo_trainer.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
 #include <grpo/train/metrics_writer.hpp>
+#include <grpo/train/mixed_prompt_source.hpp>
 #include <grpo/train/pass_rate_filter.hpp>
 #include <grpo/train/progress.hpp>
+#include <grpo/train/prompt_source.hpp>
 #include <grpo/train/prompt_stream.hpp>
+#include <grpo/train/run_config.hpp>
 #include <grpo/train/sft.hpp>
+#include <grpo/train/step_scorer.hpp>
 #include <grpo/train/tensorboard.hpp>
+#include <grpo/train/trainer_callbacks.hpp>
 #include <grpo/train/distributed.hpp>

@@ -194,6 +194,7 @@ Partial LossKernel<T>::rows(int64_t begin, int64_t end) const {
 
 std::string FusedGrpoLoss::unsupported_reason(const GrpoLossOptions& o) {
   const auto& p = o.policy;
+  if (!o.policy_loss_name.empty()) return fmt::format("registered policy loss '{}'", o.policy_loss_name);
   if (p.type != PolicyLossType::ppo_clip && p.type != PolicyLossType::cispo)
     return fmt::format("policy.type '{}' (supported: ppo_clip, cispo)", policy_loss_type_name(p.type));
   if (p.importance_level == ImportanceLevel::sequence_token) return "policy.importance_level 'sequence_token'";

@@ -616,3 +616,109 @@ TEST_CASE("r1_zero pass-rate filter: a failing judge scores nothing and retires 
                 std::chrono::seconds(300));
   CHECK(retired(no, "judge_no") > 0);
 }
+
+namespace {
+
+/// config.yaml of a run as key → value text (top-level scalar and flow-list lines).
+std::map<std::string, std::string> read_config_yaml(const fs::path& output_dir) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(output_dir / "config.yaml");
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(": ");
+    if (line.empty() || line[0] == '#' || colon == std::string::npos) continue;
+    out[line.substr(0, colon)] = line.substr(colon + 2);
+  }
+  return out;
+}
+
+}  // namespace
+
+/// A short tiny-task run: 2 steps of 4 prompts, a 4-problem evaluation.
+const std::string kQuick = "--steps 2 --prompts 4 --eval-every 0 --eval-problems 4 --eval-samples 1 --save-every 0 ";
+
+TEST_CASE("r1_zero: a loss recipe's values apply unless overridden (--loss gspo trains GSPO's clip range)",
+          "[examples][config]") {
+  const std::string& quick = kQuick;
+  // --loss gspo trains with GSPO's ε (3e-4 / 4e-4): the same numbers as giving them explicitly.
+  const auto gspo = scratch("gspo"), gspo_explicit = scratch("gspo_explicit");
+  REQUIRE(r1_zero(quick + "--loss gspo", gspo).status == 0);
+  REQUIRE(r1_zero(quick + "--loss gspo --epsilon 3e-4 --epsilon-high 4e-4", gspo_explicit).status == 0);
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    CHECK(deterministic(read_metrics(gspo).at(step)) == deterministic(read_metrics(gspo_explicit).at(step)));
+  }
+  auto config = read_config_yaml(gspo);
+  CHECK(config.at("epsilon") == "0.0003");
+  CHECK(config.at("epsilon_high") == "0.0004");
+  // grpo: its own symmetric ε and β (a reference model, so a KL metric); --epsilon alone keeps it symmetric.
+  const auto grpo_dir = scratch("grpo");
+  REQUIRE(r1_zero(quick + "--loss grpo", grpo_dir).status == 0);
+  config = read_config_yaml(grpo_dir);
+  CHECK(config.at("epsilon_high") == "0.2");
+  CHECK(config.at("beta") == "0.04");
+  CHECK(read_metrics(grpo_dir).at(2).count("kl") == 1);
+  REQUIRE(r1_zero(quick + "--loss grpo --epsilon 0.1 --beta 0", grpo_dir).status == 0);
+  config = read_config_yaml(grpo_dir);
+  CHECK(config.at("epsilon_high") == "0.1");
+  CHECK(read_metrics(grpo_dir).at(2).count("kl") == 0);
+  REQUIRE(r1_zero(quick + "--epsilon-high 0.3", grpo_dir).status == 0);  // dapo: ε_low stays the recipe's
+  config = read_config_yaml(grpo_dir);
+  CHECK(config.at("epsilon") == "0.2");
+  CHECK(config.at("epsilon_high") == "0.3");
+}
+
+TEST_CASE("r1_zero: --rewards alone, and a config's nested loss keys and reward entries", "[examples][config]") {
+  const std::string& quick = kQuick;
+  // --rewards accuracy alone: weight 1, no format reward.
+  const auto accuracy = scratch("accuracy_only");
+  const auto run = r1_zero(quick + "--rewards accuracy", accuracy);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK(read_metrics(accuracy).at(2).count("rewards/accuracy/mean") == 1);
+  CHECK(read_metrics(accuracy).at(2).count("rewards/format/mean") == 0);
+  CHECK(read_config_yaml(accuracy).at("reward_weights") == "[1]");
+  auto bad = r1_zero(quick + "--rewards accuracy,format --reward-weights 1", accuracy);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("--reward-weights: 1 weights for 2 rewards"));
+
+  // Nested loss keys and reward entries in a config (docs/training_helpers.md's schema), checked and applied.
+  const auto nested = scratch("nested");
+  std::ofstream(nested / "base.yaml") << "loss: {type: grpo, beta: 0.04, epsilon: 0.2}\nrewards: [{name: accuracy}]\n";
+  std::ofstream(nested / "dapo.yaml")
+      << "extends: base.yaml\nloss: {type: dapo, epsilon_high: 0.28}\n"
+         "rewards: [{name: accuracy}, {name: format, weight: 0.5}]\n";
+  const auto layered = r1_zero(quick + "--config " + (nested / "dapo.yaml").string(), nested / "out");
+  INFO(layered.out);
+  REQUIRE(layered.status == 0);
+  const auto config = read_config_yaml(nested / "out");
+  CHECK(config.at("loss") == "\"dapo\"");
+  CHECK(config.at("beta") == "0.04");
+  CHECK(config.at("epsilon_high") == "0.28");
+  CHECK_THAT(config.at("rewards"), Catch::Contains("\"weight\":0.5"));
+  CHECK(read_metrics(nested / "out").at(2).count("rewards/format/mean") == 1);
+  bad = r1_zero(quick + "--config " + (nested / "dapo.yaml").string() + " --set loss.epsilonn=0.1", nested / "bad");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("--set loss.epsilonn=0.1: unknown field 'loss.epsilonn'"));
+  CHECK(!fs::exists(nested / "bad" / "metrics.jsonl"));  // nothing half-written
+}
+
+TEST_CASE("r1_zero: the config.yaml a run writes, given back to --config, runs the same run", "[examples][config]") {
+  // Stages, dynamic sampling, adaptive KL, chunks and a recipe's resolved values.
+  const auto first = scratch("first"), again = scratch("again");
+  std::ofstream(first / "stages.yaml") << "stages:\n  - {max_new_tokens: 6}\n  - {at_step: 2, max_new_tokens: 8}\n";
+  const auto original = r1_zero("--steps 3 --prompts 4 --eval-every 0 --eval-problems 4 --eval-samples 1 --config " +
+                                    (first / "stages.yaml").string() +
+                                    " --dynamic-sampling-max-rounds 2 --beta 0.01 --kl-control adaptive"
+                                    " --generation-chunks 2 --loss gspo --mu 2",
+                                first / "run");
+  INFO(original.out);
+  REQUIRE(original.status == 0);
+  const auto rerun = r1_zero("--config " + (first / "run" / "config.yaml").string(), again);
+  INFO(rerun.out);
+  REQUIRE(rerun.status == 0);
+  const auto a = read_metrics(first / "run"), b = read_metrics(again);
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    INFO("step " << step);
+    CHECK(deterministic(a.at(step)) == deterministic(b.at(step)));
+  }
+  CHECK(a.at(3).at("context/max_new_tokens") == 8);
+}

@@ -19,6 +19,7 @@
 #include <grpo/loss/aggregation.hpp>
 #include <grpo/loss/importance_correction.hpp>
 #include <grpo/loss/policy_loss.hpp>
+#include <grpo/loss/policy_loss_registry.hpp>
 #include <grpo/loss/token_masks.hpp>
 #include <optional>
 #include <string>
@@ -37,6 +38,9 @@ struct GrpoLossOptions {
   LossType loss_type = LossType::dapo;
   /// The surrogate: type, importance level (token / GSPO sequence / GSPO-token), ε_low/ε_high, δ, dual clip, ...
   PolicyLossOptions policy;
+  /// When not empty, the surrogate registered under this name in PolicyLossRegistry::global() replaces the built-in
+  /// policy.type (whose other fields it may read); see select_policy_loss.
+  std::string policy_loss_name;
   /// KL coefficient (TRL beta, verl kl_loss_coef). 0 skips the KL term and the reference log-probs.
   double beta = 0.0;
   /// KL estimator (kl_penalty.hpp): TRL's unclamped k3 by default; verl's default is low_var_kl.
@@ -70,6 +74,7 @@ struct GrpoLossOptions {
   /// Throws ConfigError naming the option and its value.
   void validate() const {
     policy.validate();
+    if (!policy_loss_name.empty()) (void)PolicyLossRegistry::global().get(policy_loss_name);  // lists the names
     kl.validate();
     sampler_correction.validate();
     const auto type = to_string(loss_type);
@@ -227,7 +232,7 @@ class GrpoLoss {
     const torch::Tensor adv = inputs.advantages.detach().to(dtype);
     const LossType type = options_.loss_type;
 
-    const PolicyLossOutput policy = policy_loss(lp, old, adv, valid, options_.policy);
+    const PolicyLossOutput policy = surrogate(lp, old, adv, valid);
     torch::Tensor per_token = policy.per_token_loss.to(dtype);
 
     torch::Tensor sampler;
@@ -338,7 +343,28 @@ class GrpoLoss {
     return truncated_completion_mask(in.mask, in.truncated);
   }
 
+  /// The built-in policy_loss(), or the registered surrogate named by policy_loss_name.
+  PolicyLossOutput surrogate(const torch::Tensor& lp, const torch::Tensor& old, const torch::Tensor& adv,
+                             const torch::Tensor& valid) const {
+    if (options_.policy_loss_name.empty()) return policy_loss(lp, old, adv, valid, options_.policy);
+    PolicyLossOutput out = PolicyLossRegistry::global().get(options_.policy_loss_name)(lp, old, adv, valid, options_.policy);
+    complete_policy_loss_output(out, lp, old, valid);
+    return out;
+  }
+
   GrpoLossOptions options_;
 };
+
+/// Selects the surrogate called `name`: a built-in PolicyLossType name (policy.type, policy_loss_name cleared) or a
+/// name registered in PolicyLossRegistry::global(). ConfigError listing both kinds for an unknown name.
+inline void select_policy_loss(GrpoLossOptions& options, std::string_view name) {
+  if (const auto type = detail::find_enum(name, detail::kPolicyLossTypeNames)) {
+    options.policy.type = *type;
+    options.policy_loss_name.clear();
+    return;
+  }
+  (void)PolicyLossRegistry::global().get(name);
+  options.policy_loss_name = std::string(name);
+}
 
 }  // namespace grpo

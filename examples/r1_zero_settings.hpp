@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: Apache-2.0
+// r1_zero's settings: one table declares every setting once (flag names, help, check), and that table makes the
+// command-line flags, reads the config file's keys (a key is the flag's name with '_' for '-'; a nested section joins
+// its keys: kl: {target: 0.1} is --kl-target, loss: {type: dapo, epsilon_high: 0.28} is --loss-type and
+// --loss-epsilon-high) and writes the resolved config.yaml. Loss settings left unset take the recipe's values.
+#pragma once
+
+#include <grpo/grpo.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace r1_zero {
+
+namespace fs = std::filesystem;
+
+struct Settings {
+  // What to train.
+  std::string task = "tiny";
+  fs::path model_dir, data_path;
+  std::string data_format = "detect", prompt_field, answer_field, on_bad_row = "stop";
+  std::int64_t held_out = 256;  // problems kept out of training for evaluation
+  // Rollouts.
+  std::int64_t steps = 200, prompts_per_step = 32, group_size = 8, max_new_tokens = 0;
+  double temperature = 1.0, top_p = 1.0, min_p = 0.0;
+  std::int64_t top_k = 0;
+  // Objective: the recipe, and overrides of its values (unset: the recipe's).
+  std::string loss = "dapo", advantage = "grpo";
+  std::optional<std::string> kl_estimator;
+  std::optional<double> beta, epsilon, epsilon_high, entropy_coef;
+  std::int64_t mu = 1, micro_batches = 1, ref_sync_every = 0;
+  double ref_sync_alpha = 1.0;
+  std::int64_t dynamic_sampling_max_rounds = 0, dynamic_sampling_prompts = 0;
+  std::string dynamic_sampling_at_cap = "train";
+  std::int64_t generation_chunks = 1;
+  bool overlap_scoring = false;
+  std::string kl_control = "fixed";
+  double kl_target = 0.1, kl_horizon = 10000;
+  // Curriculum (data sets).
+  std::string curriculum_schedule = "none";
+  std::vector<double> curriculum_start, curriculum_end;
+  std::int64_t curriculum_start_step = 1, curriculum_end_step = 1;
+  std::vector<std::string> curriculum_stages;
+  std::int64_t curriculum_filter_window = 0, curriculum_filter_retire_steps = 0;
+  std::string curriculum_filter_retire = "both";
+  // Rewards: the default list weighs format at 0.2; a list the user gives weighs each reward 1 unless weighted.
+  std::vector<std::string> rewards = {"accuracy", "format"};
+  std::vector<double> reward_weights;
+  fs::path reward_config;
+  // Optimiser.
+  double lr = 1e-3, weight_decay = 0.0, max_grad_norm = 1.0;
+  std::int64_t warmup_steps = 0;
+  std::string lr_decay = "constant";
+  // Output.
+  fs::path output_dir = "runs/r1_zero";
+  std::int64_t log_every = 10, log_completions = 4, save_every = 50, keep_last = 2;
+  std::int64_t eval_every = 25, eval_samples = 4, eval_problems = 0;
+  bool resume = false, tensorboard = true;
+  std::uint64_t seed = 1;
+  int threads = 0;
+};
+
+/// The weights of the default reward list (accuracy, format).
+inline const std::vector<double> kDefaultRewardWeights = {1.0, 0.2};
+
+using FieldValue = std::variant<std::string*, fs::path*, std::int64_t*, std::uint64_t*, int*, double*, bool*,
+                                std::optional<double>*, std::optional<std::string>*, std::vector<std::string>*,
+                                std::vector<double>*>;
+
+/// One setting: its flag names (the first long one is the config key), where it lives, its help and its check.
+struct Field {
+  std::string names;
+  FieldValue value;
+  std::string help;
+  std::function<void(CLI::Option&)> check = nullptr;
+  bool written = true;  ///< part of config.yaml (not --resume: an action, not a setting)
+};
+
+inline auto member_of(std::vector<std::string> names) {
+  return [names](CLI::Option& o) { o.check(CLI::IsMember(names)); };
+}
+inline auto at_least_zero() {
+  return [](CLI::Option& o) { o.check(CLI::NonNegativeNumber); };
+}
+inline auto positive() {
+  return [](CLI::Option& o) { o.check(CLI::PositiveNumber); };
+}
+inline auto within(double lo, double hi) {
+  return [lo, hi](CLI::Option& o) { o.check(CLI::Range(lo, hi)); };
+}
+inline auto pair_list() {
+  return [](CLI::Option& o) { o.delimiter(',')->expected(2); };
+}
+
+inline std::vector<Field> fields(Settings& s) {
+  return {
+      {"--task", &s.task, "tiny (built-in) or data (--model + --data; implied by --model)", member_of({"tiny", "data"})},
+      {"--model,--model-dir", &s.model_dir, "Hugging Face model directory (config.json, safetensors, tokenizer.json)",
+       [](CLI::Option& o) { o.check(CLI::ExistingDirectory); }},
+      {"--data", &s.data_path, "JSON/JSONL data set (ROLL, TRL/NuminaMath, GSM8K or --data-format fields)",
+       [](CLI::Option& o) { o.check(CLI::ExistingFile); }},
+      {"--data-format", &s.data_format, "detect, roll, trl, gsm8k or fields"},
+      {"--prompt-field", &s.prompt_field, "with --data-format fields: the prompt's field"},
+      {"--answer-field", &s.answer_field, "with --data-format fields: the gold answer's field"},
+      {"--on-bad-row", &s.on_bad_row, "stop or skip a malformed data row", member_of({"stop", "skip"})},
+      {"--held-out", &s.held_out, "problems kept out of training for evaluation (per domain)", at_least_zero()},
+      {"--steps", &s.steps, "optimizer steps", positive()},
+      {"--prompts", &s.prompts_per_step, "prompts per step (P)", positive()},
+      {"--group-size", &s.group_size, "completions per prompt (G)", within(2, 1024)},
+      {"--max-new-tokens", &s.max_new_tokens, "completion length limit (0: 8 tiny, 512 data)", at_least_zero()},
+      {"--temperature", &s.temperature, "sampling temperature (also divides the trainer's logits)", within(1e-3, 10.0)},
+      {"--top-p", &s.top_p, "nucleus sampling", within(1e-6, 1.0)},
+      {"--top-k", &s.top_k, "top-k sampling (0 = off)", at_least_zero()},
+      {"--min-p", &s.min_p, "min-p sampling (0 = off)", within(0.0, 1.0)},
+      {"--loss,--loss-type", &s.loss, "loss recipe: grpo, dr_grpo, dapo, gspo or cispo (recipes.hpp)"},
+      {"--advantage", &s.advantage, "advantage estimator (grpo, dr_grpo, rloo, reinforce_pp_baseline, gpg, pass_at_k, opo, ...)"},
+      {"--beta,--loss-beta", &s.beta, "KL coefficient to the reference policy (0 = no reference; unset: the recipe's)",
+       at_least_zero()},
+      {"--kl-estimator,--loss-kl-estimator", &s.kl_estimator, "k1, k2, k3, low_var_kl, ... (unset: the recipe's)"},
+      {"--epsilon,--loss-epsilon", &s.epsilon, "clip range below (unset: the recipe's)", at_least_zero()},
+      {"--epsilon-high,--loss-epsilon-high", &s.epsilon_high,
+       "clip range above (unset: the recipe's; with a symmetric recipe and --epsilon, --epsilon)", at_least_zero()},
+      {"--entropy-coef,--loss-entropy-coef", &s.entropy_coef, "entropy bonus coefficient (unset: the recipe's)"},
+      {"--mu", &s.mu, "optimisation passes per batch (μ)", positive()},
+      {"--micro-batches", &s.micro_batches, "gradient accumulation: micro-batches per step", positive()},
+      {"--ref-sync-every", &s.ref_sync_every, "reference update period in steps (0 = frozen)", at_least_zero()},
+      {"--ref-sync-alpha", &s.ref_sync_alpha, "reference update mix α (1 = copy)", within(0.0, 1.0)},
+      {"--dynamic-sampling-max-rounds", &s.dynamic_sampling_max_rounds,
+       "DAPO dynamic sampling: drop groups without reward spread and sample up to this many rounds of prompts until "
+       "P groups have spread (0 = off)",
+       at_least_zero()},
+      {"--dynamic-sampling-prompts", &s.dynamic_sampling_prompts, "prompts per round (0 = --prompts)", at_least_zero()},
+      {"--dynamic-sampling-at-cap", &s.dynamic_sampling_at_cap,
+       "when the rounds run out: train on the groups found (none: skip), or skip the step", member_of({"train", "skip"})},
+      {"--generation-chunks", &s.generation_chunks, "sample each round's prompts in this many chunks (each with its own seed)",
+       positive()},
+      {"--overlap-scoring", &s.overlap_scoring,
+       "score each chunk's completions (completion-scoped rewards) while the next chunk is sampled; the numbers equal "
+       "--no-overlap-scoring with the same chunks"},
+      {"--kl-control", &s.kl_control, "KL coefficient control: fixed or adaptive (β from --beta, moved towards --kl-target)",
+       member_of({"fixed", "adaptive"})},
+      {"--kl-target", &s.kl_target, "adaptive KL: target KL per token", positive()},
+      {"--kl-horizon", &s.kl_horizon, "adaptive KL: horizon in sequences", positive()},
+      {"--curriculum-schedule", &s.curriculum_schedule, "difficulty curriculum: none, linear or staged",
+       member_of({"none", "linear", "staged"})},
+      {"--curriculum-start", &s.curriculum_start, "linear: difficulty MIN,MAX at --curriculum-start-step", pair_list()},
+      {"--curriculum-end", &s.curriculum_end, "linear: difficulty MIN,MAX at --curriculum-end-step", pair_list()},
+      {"--curriculum-start-step", &s.curriculum_start_step, "linear: step where the range starts widening"},
+      {"--curriculum-end-step", &s.curriculum_end_step, "linear: step where it reaches --curriculum-end"},
+      {"--curriculum-stages", &s.curriculum_stages, "staged: STEP:MIN:MAX,... (from STEP on, difficulties MIN..MAX)"},
+      {"--curriculum-filter-window", &s.curriculum_filter_window,
+       "retire a prompt after this many consecutive all-wrong or all-right groups (0 = off)", at_least_zero()},
+      {"--curriculum-filter-retire", &s.curriculum_filter_retire, "which prompts the filter retires: both, unsolved or solved",
+       member_of({"both", "unsolved", "solved"})},
+      {"--curriculum-filter-retire-steps", &s.curriculum_filter_retire_steps,
+       "steps a retired prompt stays out (0 = for the rest of the run)", at_least_zero()},
+      {"--rewards", &s.rewards, "registry reward names (in a config also a list of entries: [{name: accuracy}, ...])"},
+      {"--reward-weights", &s.reward_weights, "one weight per reward (default: 1 each; 1,0.2 for the default list)"},
+      {"--reward-config", &s.reward_config, "JSON reward list (overrides --rewards)",
+       [](CLI::Option& o) { o.check(CLI::ExistingFile); }},
+      {"--lr", &s.lr, "AdamW learning rate", at_least_zero()},
+      {"--weight-decay", &s.weight_decay, "AdamW weight decay", at_least_zero()},
+      {"--max-grad-norm", &s.max_grad_norm, "gradient clipping (0 = off)", at_least_zero()},
+      {"--warmup-steps", &s.warmup_steps, "linear learning-rate warm-up", at_least_zero()},
+      {"--lr-decay", &s.lr_decay, "constant, linear or cosine", member_of({"constant", "linear", "cosine"})},
+      {"--output-dir", &s.output_dir, "metrics, TensorBoard events, samples, checkpoints and the resolved config.yaml"},
+      {"--log-every", &s.log_every, "console line period in steps", positive()},
+      {"--log-completions", &s.log_completions, "completions per step written to completions.jsonl", at_least_zero()},
+      {"--save-every", &s.save_every, "checkpoint period in steps (0 = only at the end)", at_least_zero()},
+      {"--keep-last", &s.keep_last, "checkpoints kept", at_least_zero()},
+      {"--eval-every", &s.eval_every, "evaluation period in steps (0 = start and end only)", at_least_zero()},
+      {"--eval-samples", &s.eval_samples, "samples per held-out problem (k of pass@k and maj@k)", positive()},
+      {"--eval-problems", &s.eval_problems, "held-out problems evaluated (0 = all)", at_least_zero()},
+      {"--resume", &s.resume, "continue from the newest checkpoint in --output-dir", nullptr, false},
+      {"--tensorboard", &s.tensorboard, "write TensorBoard event files"},
+      {"--seed", &s.seed, "seed of everything random"},
+      {"--threads", &s.threads, "intra-op threads (0 = 1 for the tiny task, else cores / processes)", at_least_zero()},
+  };
+}
+
+/// The config file's key of a field: its first long name with '_' for '-'.
+inline std::string config_key(const Field& field) {
+  std::string key = field.names.substr(2, field.names.find(',') - 2);
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+/// Adds every field as a flag (booleans as --x / --no-x, lists comma-separated) plus --config and --set; returns the
+/// table.
+struct Flags {
+  std::vector<Field> fields;
+  fs::path config_path;
+  std::vector<std::string> overrides;
+};
+
+inline std::shared_ptr<Flags> add_flags(CLI::App& app, Settings& s) {
+  auto flags = std::make_shared<Flags>(Flags{fields(s), {}, {}});
+  for (const Field& field : flags->fields) {
+    CLI::Option* option = std::visit(
+        [&](auto* value) -> CLI::Option* {
+          using T = std::remove_pointer_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            const std::string name = field.names.substr(2);
+            return app.add_flag(field.names + ",!--no-" + name, *value, field.help)->default_str(*value ? "true" : "false");
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<double>>) {
+            return app.add_option(field.names, *value, field.help)->delimiter(',');
+          } else {
+            return app.add_option(field.names, *value, field.help);
+          }
+        },
+        field.value);
+    if (field.check) field.check(*option);
+  }
+  app.add_option("--config", flags->config_path,
+                 "YAML or JSON run config: settings by name (nested sections join: kl: {target: 0.1} is --kl-target), "
+                 "'extends: base.yaml' to inherit, 'domains:' for a multi-domain run, 'stages:' for context stages")
+      ->check(CLI::ExistingFile);
+  app.add_option("--set", flags->overrides, "override one config key, e.g. --set kl.target=0.05 (repeatable)");
+  return flags;
+}
+
+/// What a config file adds beyond the flags.
+struct RunConfig {
+  std::vector<grpo::train::DomainConfig> domains;
+  std::vector<grpo::train::ContextStage> stages;
+  std::string domains_json, stages_json;  // the sections as given, for config.yaml
+  std::string rewards_json;               // `rewards` given as a list of entries ({name, weight, options})
+  bool rewards_given = false;             // --rewards (or a config's rewards) was given
+};
+
+/// Applies a config tree to the flags the command line left unset. Nested maps name flags by their joined keys.
+inline void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, const std::string& prefix, RunConfig& run) {
+  for (const auto& [key, node] : map.entries()) {
+    if (prefix.empty() && (key == "domains" || key == "stages")) continue;
+    std::string flag_name = prefix + key;
+    std::replace(flag_name.begin(), flag_name.end(), '_', '-');
+    node.mark_read();
+    if (node.is_map()) {
+      apply_config_tree(app, node, flag_name + "-", run);
+      continue;
+    }
+    const std::string flag = "--" + flag_name;
+    CLI::Option* option = app.get_option_no_throw(flag);
+    if (option == nullptr || flag == "--config" || flag == "--set") {
+      throw grpo::ConfigError(
+          fmt::format("{}: unknown field '{}' (run with --help for the flags)", node.source(), node.path()));
+    }
+    GRPO_CHECK_CONFIG(!node.is_null(), "{}: field '{}' is null", node.source(), node.path());
+    if (option->count() > 0) continue;  // given on the command line
+    if (flag == "--rewards" && node.is_list() && !node.items().empty() && node.items().front().is_map()) {
+      run.rewards_json = grpo::io::to_json(node);  // entries: RewardSet::from_config reads and checks them
+      run.rewards_given = true;
+      continue;
+    }
+    try {
+      option->add_result(node.texts());
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      throw grpo::ConfigError(fmt::format("{}: field '{}': {}", node.source(), node.path(), e.what()));
+    } catch (const grpo::ConfigError& e) {
+      throw grpo::ConfigError(fmt::format("{}: field '{}': {}", node.source(), node.path(), e.what()));
+    }
+  }
+}
+
+/// Reads --config (YAML or JSON, with `extends`/`defaults` bases) and the --set overrides into the flags; returns the
+/// sections that are not flags.
+inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
+  RunConfig run;
+  run.rewards_given = app.get_option("--rewards")->count() > 0;
+  if (flags.config_path.empty() && flags.overrides.empty()) return run;
+  grpo::io::ConfigNode root = flags.config_path.empty() ? grpo::io::parse_config("{}", "--set")
+                                                        : grpo::io::load_layered_config(flags.config_path);
+  for (const std::string& assignment : flags.overrides) grpo::io::apply_config_override(root, assignment);
+  apply_config_tree(app, root, "", run);
+  run.rewards_given = run.rewards_given || app.get_option("--rewards")->count() > 0;
+  if (const auto* domains = root.find("domains")) {
+    run.domains = grpo::train::read_domains(*domains);
+    run.domains_json = grpo::io::to_json(*domains);
+  }
+  if (const auto* stages = root.find("stages")) {
+    run.stages = grpo::train::read_context_stages(*stages);
+    run.stages_json = grpo::io::to_json(*stages);
+  }
+  grpo::io::reject_unread_keys(root);
+  return run;
+}
+
+/// Fills in what depends on other settings: the task, the completion limit, the recipe's loss values, the reward
+/// weights. Throws ConfigError for combinations that cannot run.
+inline void resolve(Settings& s, const RunConfig& run) {
+  if (!s.model_dir.empty()) s.task = "data";
+  const bool tiny = s.task == "tiny";
+  GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && (!s.data_path.empty() || !run.domains.empty())),
+                    "--task data needs --model DIR and --data FILE (or a config with domains)");
+  GRPO_CHECK_CONFIG(!tiny || run.domains.empty(), "a config with domains needs --model DIR");
+  if (s.max_new_tokens == 0) s.max_new_tokens = tiny ? 8 : 512;
+  if (tiny && s.held_out == 0) s.held_out = 256;
+  const auto recipe = grpo::recipes::by_name(s.loss, s.max_new_tokens);
+  const bool symmetric = recipe.policy.epsilon_low == recipe.policy.epsilon_high;
+  if (!s.epsilon_high) s.epsilon_high = symmetric && s.epsilon ? *s.epsilon : recipe.policy.epsilon_high;
+  if (!s.epsilon) s.epsilon = recipe.policy.epsilon_low;
+  if (!s.beta) s.beta = recipe.beta;
+  if (!s.entropy_coef) s.entropy_coef = recipe.entropy_coef;
+  if (!s.kl_estimator) {
+    s.kl_estimator = std::string(grpo::to_string(recipe.kl.estimator)) + (recipe.kl.straight_through ? "+" : "");
+  }
+  if (run.rewards_json.empty() && s.reward_config.empty()) {
+    if (s.reward_weights.empty()) {
+      s.reward_weights = run.rewards_given ? std::vector<double>(s.rewards.size(), 1.0) : kDefaultRewardWeights;
+    }
+    GRPO_CHECK_CONFIG(s.reward_weights.size() == s.rewards.size(), "--reward-weights: {} weights for {} rewards ({})",
+                      s.reward_weights.size(), s.rewards.size(), fmt::join(s.rewards, ", "));
+  }
+}
+
+/// The run's reward set: --reward-config, the config's list of entries, or --rewards with --reward-weights.
+inline grpo::rewards::RewardSet make_rewards(const Settings& s, const RunConfig& run) {
+  if (!s.reward_config.empty()) return grpo::rewards::RewardSet::from_config(grpo::io::read_file(s.reward_config));
+  if (!run.rewards_json.empty()) return grpo::rewards::RewardSet::from_config(run.rewards_json);
+  const auto registry = grpo::rewards::RewardRegistry::with_builtins();
+  std::vector<grpo::rewards::RewardSetEntry> entries;
+  for (std::size_t i = 0; i < s.rewards.size(); ++i) {
+    entries.push_back({registry.create(fmt::format(R"({{"name": "{}"}})", s.rewards[i])), s.reward_weights[i]});
+  }
+  return grpo::rewards::RewardSet(std::move(entries));
+}
+
+inline grpo::train::DifficultyScheduleOptions difficulty_schedule(const Settings& s) {
+  grpo::train::DifficultyScheduleOptions o;
+  o.kind = grpo::train::parse_difficulty_schedule(s.curriculum_schedule);
+  auto range = [](const std::vector<double>& v, const char* flag) {
+    GRPO_CHECK_CONFIG(v.size() == 2, "{} needs MIN,MAX", flag);
+    return grpo::train::DifficultyRange{v[0], v[1]};
+  };
+  if (o.kind == grpo::train::DifficultyScheduleKind::linear) {
+    o.start = range(s.curriculum_start, "--curriculum-start");
+    o.end = range(s.curriculum_end, "--curriculum-end");
+    o.start_step = s.curriculum_start_step;
+    o.end_step = s.curriculum_end_step;
+  }
+  for (const std::string& stage : s.curriculum_stages) {
+    double step = 0, min = 0, max = 0;
+    char tail = 0;
+    GRPO_CHECK_CONFIG(std::sscanf(stage.c_str(), "%lf:%lf:%lf%c", &step, &min, &max, &tail) == 3,
+                      "--curriculum-stages: '{}' should be STEP:MIN:MAX", stage);
+    o.stages.push_back({static_cast<std::int64_t>(step), {min, max}});
+  }
+  return o;
+}
+
+/// The trainer's options from the resolved settings.
+inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const RunConfig& run) {
+  grpo::train::GrpoTrainerOptions o;
+  o.steps = s.steps;
+  o.prompts_per_step = s.prompts_per_step;
+  o.group_size = s.group_size;
+  o.sampling = {.temperature = s.temperature, .max_new_tokens = s.max_new_tokens, .top_k = s.top_k, .top_p = s.top_p,
+                .min_p = s.min_p};
+  o.stages = run.stages;
+  o.loss = grpo::recipes::by_name(s.loss, s.max_new_tokens);
+  o.loss.policy.epsilon_low = *s.epsilon;
+  o.loss.policy.epsilon_high = *s.epsilon_high;
+  o.loss.kl = grpo::parse_kl_estimator(*s.kl_estimator);
+  o.loss.entropy_coef = *s.entropy_coef;
+  o.advantage.estimator = grpo::parse_advantage_estimator(s.advantage);
+  o.kl = {.type = grpo::train::parse_kl_control(s.kl_control), .beta = *s.beta, .target = s.kl_target,
+          .horizon = s.kl_horizon};
+  o.mu = s.mu;
+  o.micro_batches = s.micro_batches;
+  o.ref_sync_every = s.ref_sync_every;
+  o.ref_sync_alpha = s.ref_sync_alpha;
+  o.dynamic_sampling_max_rounds = s.dynamic_sampling_max_rounds;
+  o.dynamic_sampling_prompts = s.dynamic_sampling_prompts;
+  o.dynamic_sampling_at_cap = grpo::train::parse_dynamic_sampling_cap(s.dynamic_sampling_at_cap);
+  o.generation_chunks = s.generation_chunks;
+  o.learning_rate = s.lr;
+  o.weight_decay = s.weight_decay;
+  o.warmup_steps = s.warmup_steps;
+  o.lr_decay = grpo::train::parse_lr_decay(s.lr_decay);
+  o.max_grad_norm = s.max_grad_norm;
+  o.eval_samples = s.eval_samples;
+  o.eval_problems = s.eval_problems;
+  o.seed = s.seed;
+  return o;
+}
+
+/// A value as YAML flow text (JSON strings, numbers, lists): what --config reads back as the same value.
+inline std::string yaml_value(const FieldValue& value) {
+  auto quote = [](const std::string& text) { return grpo::json_quoted(text); };
+  return std::visit(
+      [&](auto* v) -> std::string {
+        using T = std::remove_pointer_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) return quote(*v);
+        else if constexpr (std::is_same_v<T, fs::path>) return quote(v->string());
+        else if constexpr (std::is_same_v<T, bool>) return *v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::optional<double>>) return v->has_value() ? fmt::format("{}", **v) : "";
+        else if constexpr (std::is_same_v<T, std::optional<std::string>>) return v->has_value() ? quote(**v) : "";
+        else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::vector<std::string> items;
+          for (const auto& item : *v) items.push_back(quote(item));
+          return fmt::format("[{}]", fmt::join(items, ", "));
+        } else if constexpr (std::is_same_v<T, std::vector<double>>) return fmt::format("[{}]", fmt::join(*v, ", "));
+        else return fmt::format("{}", *v);
+      },
+      value);
+}
+
+/// config.yaml: every setting with the value in effect, then the domains and stages sections; --config reads it back.
+inline void write_config(const fs::path& path, const Flags& flags, const RunConfig& run) {
+  std::string text = "# The settings of this run as they took effect (recipe, config, --set and flags resolved).\n";
+  for (const Field& field : flags.fields) {
+    const std::string key = config_key(field);
+    if (!field.written) continue;
+    if (!run.rewards_json.empty() && (key == "rewards" || key == "reward_weights")) continue;
+    const std::string value = yaml_value(field.value);
+    if (value.empty() || value == "[]" || value == "\"\"") continue;  // unset: the default applies
+    text += fmt::format("{}: {}\n", key, value);
+  }
+  if (!run.rewards_json.empty()) text += fmt::format("rewards: {}\n", run.rewards_json);
+  if (!run.domains_json.empty()) text += fmt::format("domains: {}\n", run.domains_json);
+  if (!run.stages_json.empty()) text += fmt::format("stages: {}\n", run.stages_json);
+  grpo::io::write_file_atomically(path, [&](std::ostream& out) { out << text; });
+}
+
+}  // namespace r1_zero

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+// GrpoTrainer: one GRPO run as library parts, with its step split into public phases so that the caller owns the
+// loop. A step is
+//
+//   begin_step(step)        the context stage of the step (completion limit, G, learning rate) and the learning rate
+//   collect_groups(step)    rounds of prompts from the PromptSource → G completions each (this rank's shard, in
+//                           chunks, scored by the StepScorer, overlapped with sampling when the scorer prefetches) →
+//                           pass rates to the source → DAPO dynamic sampling keeps groups with reward spread
+//   advantages(batch)       group-relative advantages of the kept groups
+//   policy_update(...)      μ passes × micro-batches with the whole (all ranks') batch's normaliser, gradient
+//                           all-reduce, clipping, AdamW, TR-DPO reference sync
+//   finish_step(...)        step metrics reduced over ranks (TRL/verl names), adaptive KL, metric-triggered stage
+//                           switches, on_step_end callbacks
+//
+// step(step) runs the five in order. evaluate(step) samples the held-out problems and grades them by the scorer's
+// correctness rule (the one training and the pass-rate filter use); save/restore write and read a checkpoint with
+// everything a bit-exact resume needs (model, optimizer, RNG, reference when synced, KL coefficient, context stage,
+// the prompt source's state). Every rank calls every phase (they hold collectives) except evaluate, which needs none.
+//
+//   grpo::train::GrpoTrainer trainer(model, source, scorer, group, options);
+//   trainer.add_callback(std::make_shared<grpo::train::MetricsLog>(dir / "metrics.jsonl", dir / "tensorboard"));
+//   for (std::int64_t step = trainer.restore(checkpoints) + 1; step <= options.steps; ++step) {
+//     trainer.step(step);
+//     if (step % 50 == 0) trainer.save(checkpoints, step);
+//   }
+#pragma once
+
+#include <grpo/advantage/group_advantage.hpp>
+#include <grpo/loss/grpo_loss.hpp>
+#include <grpo/models/causal_lm.hpp>
+#include <grpo/policy/policy.hpp>
+#include <grpo/policy/rollout.hpp>
+#include <grpo/policy/sampler.hpp>
+#include <grpo/train/checkpoint.hpp>
+#include <grpo/train/context_schedule.hpp>
+#include <grpo/train/distributed.hpp>
+#include <grpo/train/dynamic_sampling.hpp>
+#include <grpo/train/evaluation.hpp>
+#include <grpo/train/kl_controller.hpp>
+#include <grpo/train/lr_schedule.hpp>
+#include <grpo/train/metrics_writer.hpp>
+#include <grpo/train/prompt_source.hpp>
+#include <grpo/train/step_scorer.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace grpo::train {
+
+struct GrpoTrainerOptions {
+  std::int64_t steps = 200;             ///< the run's length: the learning-rate schedule's total
+  std::int64_t prompts_per_step = 32;   ///< P: groups one step trains on (over all ranks)
+  std::int64_t group_size = 8;          ///< G: completions per prompt (a context stage may change it)
+  /// temperature (also divides the trainer's logits: one temperature for sampler and policy), top_k, top_p, min_p
+  /// and max_new_tokens (the limit when `stages` is empty). eos_token_ids, pad_token_id and seed are set by the
+  /// trainer from the PromptSource and `seed`.
+  SamplerOptions sampling;
+  /// DeepScaleR-style context stages (context_schedule.hpp); empty = one stage of sampling.max_new_tokens.
+  std::vector<ContextStage> stages;
+  /// The loss (a recipe, e.g. recipes::dapo(), with any changes). Each step its beta is the KL controller's and, for
+  /// dr_grpo, its max_completion_length is the stage's limit.
+  GrpoLossOptions loss;
+  GroupAdvantageOptions advantage;
+  /// β and its control (fixed, or adaptive towards a target KL). β > 0 makes a frozen copy of the starting policy the
+  /// reference.
+  KlControllerOptions kl;
+  std::int64_t mu = 1;                  ///< optimisation passes over each batch; > 1 uses the old log-probs
+  std::int64_t micro_batches = 1;       ///< gradient accumulation: micro-batches per pass (one optimizer step each pass)
+  std::int64_t ref_sync_every = 0;      ///< TR-DPO: move the reference towards the policy every N steps (0 = never)
+  double ref_sync_alpha = 1.0;          ///< ... by this mix (1 = copy)
+  /// DAPO dynamic sampling: rounds of `dynamic_sampling_prompts` (0 = P) prompts until P groups have reward spread,
+  /// at most this many rounds (0 = off: one round, every group kept).
+  std::int64_t dynamic_sampling_max_rounds = 0;
+  std::int64_t dynamic_sampling_prompts = 0;
+  DynamicSamplingCap dynamic_sampling_at_cap = DynamicSamplingCap::train;
+  /// Each round's prompts (this rank's share) are sampled in this many chunks, each with its own seed; the scorer
+  /// scores chunk k while chunk k + 1 is sampled when it prefetches.
+  std::int64_t generation_chunks = 1;
+  double learning_rate = 1e-3;          ///< AdamW's base rate (a context stage may change it)
+  double weight_decay = 0.0;
+  std::int64_t warmup_steps = 0;
+  LrDecay lr_decay = LrDecay::constant;
+  double max_grad_norm = 1.0;           ///< global-norm clipping (0 = off; the norm is still logged)
+  std::int64_t eval_samples = 4;        ///< samples per held-out problem (k of pass@k, n of maj@n)
+  std::int64_t eval_problems = 0;       ///< held-out problems evaluate() samples (0 = all)
+  std::uint64_t seed = 1;               ///< sampling seeds (by step, rank, round and chunk) and the checkpoint's seed
+
+  /// Throws ConfigError naming the field: steps, P, mu, micro_batches, generation_chunks, eval_samples < 1, G < 2,
+  /// negative counts or rates, ref_sync_alpha outside [0, 1], and the sampling, loss and advantage options' own checks.
+  void validate() const;
+};
+
+/// The groups one step trains on (this rank's share) and what was measured while sampling them.
+struct StepBatch {
+  std::int64_t step = 0;
+  std::int64_t group_size = 0;
+  std::int64_t max_new_tokens = 0;
+  bool train = true;                          ///< false: dynamic sampling found too few groups and skips the step
+  Rollout rollout;                            ///< [rows, ...], rows = problems.size() · group_size (may be 0)
+  std::vector<Problem> problems;              ///< this rank's kept prompts
+  std::vector<rewards::Completion> completions;  ///< [rows] their completions (Completion::group indexes `problems`)
+  std::vector<std::optional<float>> totals;   ///< [rows] final reward totals
+  /// [rows] each reward's value by label (and "soft_overlong" when the stage has an overlong buffer)
+  std::vector<std::vector<std::pair<std::string, std::optional<double>>>> reward_values;
+  /// Reward metrics of every completion sampled (all rounds), dynamic-sampling metrics, completion lengths [N] and
+  /// truncation flags [N] (float64) of every completion sampled this step: the policy's numbers, not the filter's.
+  std::vector<MetricValue> score_metrics;
+  std::vector<std::pair<std::string, double>> sampling_metrics;
+  torch::Tensor sampled_lengths, sampled_truncated;
+
+  std::int64_t rows() const { return static_cast<std::int64_t>(completions.size()); }
+};
+
+/// What policy_update measured: GrpoLoss's metrics of the last pass (micro-batches combined) and the gradient norm.
+struct UpdateResult {
+  std::vector<MetricValue> loss_metrics;
+  double grad_norm = 0.0;
+  double beta = 0.0;  ///< the KL coefficient the loss used
+};
+
+/// What a step did, for callbacks. `batch` and `advantages` point at the step's data and are valid during the call.
+struct StepReport {
+  std::int64_t step = 0;
+  bool trained = true;
+  Scalars scalars;                      ///< reduced over ranks, in logging order (TRL/verl names)
+  std::map<std::string, double> by_name;
+  double seconds = 0.0;
+  const StepBatch* batch = nullptr;
+  const AdvantageOutput* advantages = nullptr;
+};
+
+/// Held-out results of evaluate(): over every problem and per domain (PromptSource::domain_names() order).
+struct EvaluationReport {
+  std::int64_t step = 0;
+  EvalSummary all;
+  std::vector<EvalSummary> per_domain;
+  std::vector<std::string> domain_names;
+  bool per_domain_rewards = false;  ///< the scorer has per-domain reward sets (StepScorer::per_domain())
+  /// "eval/mean_accuracy", "eval/pass@k", "eval/maj@n" and, with per-domain rewards, "eval/<d>/mean_accuracy" and
+  /// "eval/<d>/pass@k".
+  Scalars scalars() const;
+};
+
+class GrpoTrainer;
+
+/// Hooks at the named points of a run. Called on every rank that added the callback (add sinks on rank 0 only).
+class TrainerCallback {
+ public:
+  virtual ~TrainerCallback() = default;
+  virtual void on_step_end(const GrpoTrainer& /*trainer*/, const StepReport& /*report*/) {}
+  virtual void on_evaluation(const GrpoTrainer& /*trainer*/, const EvaluationReport& /*report*/) {}
+  virtual void on_save(const GrpoTrainer& /*trainer*/, std::int64_t /*step*/,
+                       const std::optional<std::filesystem::path>& /*path*/) {}
+  /// A context stage switch: at begin_step (a stage starting at a step) or finish_step (a metric condition held).
+  virtual void on_stage_switch(const GrpoTrainer& /*trainer*/, const StageSwitch& /*change*/) {}
+};
+
+class GrpoTrainer {
+ public:
+  /// Keeps references to `prompts`, `scorer` and `group`, which must outlive the trainer; shares `model` (the trainer
+  /// trains it in place). Builds the policy (at sampling.temperature), the frozen reference when kl.beta > 0, AdamW
+  /// over the model's parameters, the context schedule and the KL controller. Throws ConfigError for invalid options.
+  GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
+              GrpoTrainerOptions options);
+
+  void add_callback(std::shared_ptr<TrainerCallback> callback);
+
+  /// The whole step: begin_step, collect_groups, advantages, policy_update, finish_step.
+  StepReport step(std::int64_t step);
+
+  // The phases, in order.
+  /// Enters the step's context stage (on_stage_switch when it changes) and sets the learning rate.
+  void begin_step(std::int64_t step);
+  StepBatch collect_groups(std::int64_t step);
+  AdvantageOutput advantages(const StepBatch& batch) const;
+  /// Nothing (and no collective) when the step does not train; every rank must agree, which collect_groups ensures.
+  UpdateResult policy_update(const StepBatch& batch, const AdvantageOutput& advantages);
+  StepReport finish_step(const StepBatch& batch, const AdvantageOutput& advantages, const UpdateResult& update,
+                         double seconds);
+
+  /// k = eval_samples samples per held-out problem at the training temperature, graded by the scorer's judges:
+  /// mean accuracy, pass@k, maj@k. Calls on_evaluation. `max_new_tokens` = 0: the current stage's limit.
+  EvaluationReport evaluate(std::int64_t step, std::int64_t max_new_tokens = 0);
+
+  /// Writes checkpoint `step` (rank 0 writes, every rank takes part) and calls on_save.
+  std::optional<std::filesystem::path> save(CheckpointManager& checkpoints, std::int64_t step);
+  /// Loads the newest checkpoint of `checkpoints`, if any: model, optimizer, RNG, synced reference, KL coefficient
+  /// (adaptive control only: a fixed β is the options'), context stage and the prompt source's state. Returns the
+  /// step it was saved at (0 when there is none).
+  std::int64_t restore(CheckpointManager& checkpoints);
+
+  const GrpoTrainerOptions& options() const { return options_; }
+  models::CausalLM& model() { return model_; }
+  torch::optim::AdamW& optimizer() { return optimizer_; }
+  const ContextSchedule& context() const { return context_; }
+  const KlController& kl_controller() const { return kl_; }
+  const StepScorer& scorer() const { return scorer_; }
+  const PromptSource& prompts() const { return prompts_; }
+  ProcessGroup& process_group() const { return group_; }
+
+ private:
+  std::vector<rewards::Completion> completions_of(const Rollout& rollout, const std::vector<Problem>& problems,
+                                                  std::int64_t group_size) const;
+  GrpoLoss make_loss(double beta, std::int64_t max_new_tokens) const;
+  void check_stage_metrics(const std::map<std::string, double>& logged);
+
+  models::CausalLM model_;
+  PromptSource& prompts_;
+  StepScorer& scorer_;
+  ProcessGroup& group_;
+  GrpoTrainerOptions options_;
+  Policy<models::CausalLM> policy_;
+  std::optional<Policy<models::CausalLM>> reference_;
+  bool synced_reference_ = false;
+  GroupAdvantage advantage_;
+  torch::optim::AdamW optimizer_;
+  ContextSchedule context_;
+  KlController kl_;
+  LrScheduleOptions lr_schedule_;
+  double learning_rate_ = 0.0;  // of the current step
+  bool stage_metrics_checked_ = false;
+  std::vector<std::shared_ptr<TrainerCallback>> callbacks_;
+};
+
+}  // namespace grpo::train

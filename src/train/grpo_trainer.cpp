@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <grpo/train/grpo_trainer.hpp>
+
+#include <grpo/math/extract.hpp>
+#include <grpo/policy/decode.hpp>
+#include <grpo/rewards/executor.hpp>
+#include <grpo/rewards/length_rewards.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace grpo::train {
+
+namespace {
+
+using rewards::Completion;
+
+std::vector<std::vector<std::int64_t>> prompt_ids(const std::vector<Problem>& problems) {
+  std::vector<std::vector<std::int64_t>> out;
+  out.reserve(problems.size());
+  for (const Problem& p : problems) out.push_back(p.prompt_ids);
+  return out;
+}
+
+/// The text inside the last <answer>…</answer>, normalised, for majority voting.
+std::optional<std::string> answer_of(const std::string& text) {
+  const auto close = text.rfind("</answer>");
+  if (close == std::string::npos) return std::nullopt;
+  const auto open = text.rfind("<answer>", close);
+  if (open == std::string::npos) return std::nullopt;
+  return math::normalize_latex(text.substr(open + 8, close - open - 8));
+}
+
+/// DAPO's soft overlong punishment of the stage (its limit, the last overlong_buffer tokens), weighted by
+/// overlong_factor and added to each completion's total (a total no reward could judge stays missing).
+void add_overlong_penalty(StepScores& scores, std::span<const Completion> batch, const ContextStage& stage) {
+  const rewards::SoftOverlongReward penalty({.max_completion_len = static_cast<std::size_t>(stage.max_new_tokens),
+                                             .soft_punish_cache = static_cast<std::size_t>(stage.overlong_buffer)});
+  const auto values = penalty.score(batch, {});
+  double sum = 0.0;
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    const double v = values[b].value_or(0.0f);
+    sum += v;
+    if (scores.total[b]) scores.total[b] = static_cast<float>(*scores.total[b] + stage.overlong_factor * v);
+    scores.rewards[b].emplace_back("soft_overlong", v);
+  }
+  scores.metrics.push_back({"rewards/soft_overlong/mean", batch.empty() ? 0.0 : sum / static_cast<double>(batch.size()),
+                            MetricReduction::weighted_mean, static_cast<double>(batch.size())});
+}
+
+LocalNormaliserOptions normaliser_options(std::int64_t max_completion_length) {
+  LocalNormaliserOptions options;
+  options.max_completion_length = max_completion_length;
+  return options;
+}
+
+std::vector<ContextStage> stages_of(const GrpoTrainerOptions& o) {
+  if (!o.stages.empty()) return o.stages;
+  ContextStage only;
+  only.max_new_tokens = o.sampling.max_new_tokens;
+  return {only};
+}
+
+}  // namespace
+
+void GrpoTrainerOptions::validate() const {
+  GRPO_CHECK_CONFIG(steps >= 1, "steps must be >= 1, got {}", steps);
+  GRPO_CHECK_CONFIG(prompts_per_step >= 1, "prompts must be >= 1, got {}", prompts_per_step);
+  GRPO_CHECK_CONFIG(group_size >= 2, "group_size must be >= 2 (a group needs two completions to compare), got {}",
+                    group_size);
+  GRPO_CHECK_CONFIG(mu >= 1, "mu must be >= 1, got {}", mu);
+  GRPO_CHECK_CONFIG(micro_batches >= 1, "micro_batches must be >= 1, got {}", micro_batches);
+  GRPO_CHECK_CONFIG(ref_sync_every >= 0, "ref_sync_every must be >= 0, got {}", ref_sync_every);
+  GRPO_CHECK_CONFIG(ref_sync_alpha >= 0.0 && ref_sync_alpha <= 1.0, "ref_sync_alpha must be in [0, 1], got {}",
+                    ref_sync_alpha);
+  GRPO_CHECK_CONFIG(dynamic_sampling_max_rounds >= 0, "dynamic_sampling_max_rounds must be >= 0, got {}",
+                    dynamic_sampling_max_rounds);
+  GRPO_CHECK_CONFIG(dynamic_sampling_prompts >= 0, "dynamic_sampling_prompts must be >= 0, got {}",
+                    dynamic_sampling_prompts);
+  GRPO_CHECK_CONFIG(generation_chunks >= 1, "generation_chunks must be >= 1, got {}", generation_chunks);
+  GRPO_CHECK_CONFIG(std::isfinite(learning_rate) && learning_rate >= 0.0, "lr must be >= 0, got {}", learning_rate);
+  GRPO_CHECK_CONFIG(std::isfinite(weight_decay) && weight_decay >= 0.0, "weight_decay must be >= 0, got {}",
+                    weight_decay);
+  GRPO_CHECK_CONFIG(warmup_steps >= 0, "warmup_steps must be >= 0, got {}", warmup_steps);
+  GRPO_CHECK_CONFIG(std::isfinite(max_grad_norm) && max_grad_norm >= 0.0, "max_grad_norm must be >= 0, got {}",
+                    max_grad_norm);
+  GRPO_CHECK_CONFIG(eval_samples >= 1, "eval_samples must be >= 1, got {}", eval_samples);
+  GRPO_CHECK_CONFIG(eval_problems >= 0, "eval_problems must be >= 0, got {}", eval_problems);
+  GRPO_CHECK_CONFIG(sampling.temperature > 0.0, "temperature must be > 0, got {}", sampling.temperature);
+  sampling.validate();
+  kl.validate();
+  advantage.validate();
+  GrpoLossOptions checked = loss;
+  if (checked.loss_type == LossType::dr_grpo) checked.max_completion_length = sampling.max_new_tokens;
+  checked.validate();
+}
+
+Scalars EvaluationReport::scalars() const {
+  Scalars out{{"eval/mean_accuracy", all.mean_accuracy},
+              {fmt::format("eval/pass@{}", all.k), all.pass_at_k},
+              {fmt::format("eval/maj@{}", all.samples_per_problem), all.maj_at_n}};
+  if (per_domain_rewards) {
+    for (std::size_t d = 0; d < domain_names.size(); ++d) {
+      out.emplace_back(fmt::format("eval/{}/mean_accuracy", domain_names[d]), per_domain[d].mean_accuracy);
+      out.emplace_back(fmt::format("eval/{}/pass@{}", domain_names[d], per_domain[d].k), per_domain[d].pass_at_k);
+    }
+  }
+  return out;
+}
+
+GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
+                         GrpoTrainerOptions options)
+    : model_(std::move(model)), prompts_(prompts), scorer_(scorer), group_(group),
+      options_((options.validate(), std::move(options))),
+      policy_(model_, {.temperature = options_.sampling.temperature}),
+      advantage_(options_.advantage),
+      optimizer_(model_->parameters(),
+                 torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay)),
+      context_(stages_of(options_)), kl_(options_.kl),
+      lr_schedule_{.base_lr = options_.learning_rate, .warmup_steps = options_.warmup_steps,
+                   .total_steps = options_.steps, .decay = options_.lr_decay} {
+  broadcast_parameters(group_, *model_);  // every rank starts from rank 0's weights
+  if (options_.kl.beta > 0.0) reference_ = policy_.frozen_copy();
+  // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
+  synced_reference_ = reference_ && options_.ref_sync_every > 0;
+}
+
+void GrpoTrainer::add_callback(std::shared_ptr<TrainerCallback> callback) {
+  GRPO_CHECK(callback != nullptr, "GrpoTrainer::add_callback: null callback");
+  callbacks_.push_back(std::move(callback));
+}
+
+StepReport GrpoTrainer::step(std::int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  begin_step(step);
+  const StepBatch batch = collect_groups(step);
+  const AdvantageOutput adv = advantages(batch);
+  const UpdateResult update = policy_update(batch, adv);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return finish_step(batch, adv, update, seconds);
+}
+
+void GrpoTrainer::begin_step(std::int64_t step) {
+  if (const auto change = context_.begin_step(step)) {
+    for (const auto& callback : callbacks_) callback->on_stage_switch(*this, *change);
+  }
+  lr_schedule_.base_lr = context_.current().learning_rate.value_or(options_.learning_rate);
+  learning_rate_ = learning_rate_at(step, lr_schedule_);
+  set_learning_rate(optimizer_, learning_rate_);
+}
+
+std::vector<Completion> GrpoTrainer::completions_of(const Rollout& rollout, const std::vector<Problem>& problems,
+                                                    std::int64_t group_size) const {
+  const auto ids = completion_token_ids(rollout);
+  const auto truncated_flags = rollout.truncated.to(torch::kCPU).contiguous();
+  const auto truncated = truncated_flags.accessor<bool, 1>();
+  std::vector<Completion> out(ids.size());
+  for (std::size_t b = 0; b < ids.size(); ++b) {
+    const auto& problem = problems[b / static_cast<std::size_t>(group_size)];
+    out[b].token_ids.assign(ids[b].begin(), ids[b].end());
+    out[b].text = prompts_.decode(out[b].token_ids);
+    out[b].prompt = problem.prompt_text;
+    out[b].truncated = truncated[static_cast<std::int64_t>(b)];
+    out[b].group = b / static_cast<std::size_t>(group_size);
+    out[b].row = problem.row;
+  }
+  return out;
+}
+
+StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
+  const ContextStage& stage = context_.current();
+  StepBatch out;
+  out.step = step;
+  out.group_size = stage.group_size.value_or(options_.group_size);
+  out.max_new_tokens = stage.max_new_tokens;
+  const std::int64_t group_size = out.group_size;
+  const bool dynamic_sampling = options_.dynamic_sampling_max_rounds > 0;
+  GroupCollector collector({.target_groups = options_.prompts_per_step,
+                            .max_rounds = dynamic_sampling ? options_.dynamic_sampling_max_rounds : 1,
+                            .at_cap = options_.dynamic_sampling_at_cap});
+  const std::int64_t round_prompts = dynamic_sampling && options_.dynamic_sampling_prompts > 0
+                                         ? options_.dynamic_sampling_prompts
+                                         : options_.prompts_per_step;
+  std::vector<Rollout> kept_rollouts;
+  std::vector<std::vector<MetricValue>> score_parts;  // one list per round
+  std::vector<torch::Tensor> lengths, truncation;     // every completion sampled this step
+  do {
+    const auto round = static_cast<std::uint64_t>(collector.rounds());
+    const auto all_problems = prompts_.train_batch(step, round_prompts);
+    GRPO_CHECK(static_cast<std::int64_t>(all_problems.size()) == round_prompts,
+               "PromptSource::train_batch returned {} prompts for {} asked", all_problems.size(), round_prompts);
+    const auto shard = shard_range(round_prompts, group_.rank(), group_.world_size());
+    const std::vector<Problem> problems(all_problems.begin() + shard.begin, all_problems.begin() + shard.end);
+    const std::uint64_t sample_seed = ((options_.seed * 1000003 + static_cast<std::uint64_t>(step)) * 131 +
+                                       static_cast<std::uint64_t>(group_.rank())) ^
+                                      (round * 0x9E3779B97F4A7C15ULL);
+    // Chunks of the shard's prompts, each sampled with its own seed (chunk 0's is the unchunked run's); a prefetching
+    // scorer scores chunk k while chunk k + 1 is sampled.
+    scorer_.clear();
+    std::vector<Rollout> chunks;
+    std::vector<Completion> round_batch;
+    const auto chunk_count = std::min<std::int64_t>(options_.generation_chunks, std::max<std::int64_t>(1, shard.size()));
+    for (std::int64_t c = 0; c < chunk_count; ++c) {
+      const auto begin = static_cast<std::size_t>(shard.size() * c / chunk_count);
+      const auto end = static_cast<std::size_t>(shard.size() * (c + 1) / chunk_count);
+      const std::vector<Problem> part(problems.begin() + static_cast<std::ptrdiff_t>(begin),
+                                      problems.begin() + static_cast<std::ptrdiff_t>(end));
+      SamplerOptions sampling = options_.sampling;
+      sampling.max_new_tokens = stage.max_new_tokens;
+      sampling.eos_token_ids = prompts_.eos_token_ids();
+      sampling.pad_token_id = prompts_.pad_token_id();
+      sampling.seed = sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL);
+      Sampler sampler(sampling);
+      {
+        torch::NoGradGuard no_grad;
+        chunks.push_back(sampler.generate(model_, prompt_ids(part), group_size));
+      }
+      auto chunk_batch = completions_of(chunks.back(), part, group_size);
+      for (Completion& completion : chunk_batch) completion.group += begin;  // index into this round's problems
+      scorer_.prefetch(chunk_batch);
+      round_batch.insert(round_batch.end(), std::make_move_iterator(chunk_batch.begin()),
+                         std::make_move_iterator(chunk_batch.end()));
+    }
+    const Rollout rollout = chunks.size() == 1 ? chunks.front() : concat_rollouts(chunks, prompts_.pad_token_id());
+    scorer_.wait();
+    StepScores scores = scorer_.score(round_batch);
+    if (stage.overlong_buffer > 0) add_overlong_penalty(scores, round_batch, stage);
+    lengths.push_back(rollout.completion_lengths().to(torch::kFloat64));
+    truncation.push_back(rollout.truncated.to(torch::kFloat64));
+    score_parts.push_back(scores.metrics);
+
+    // Pass rates (for the source's curriculum) and reward spread (for dynamic sampling) of every prompt of the round,
+    // summed over the ranks so that every rank sees the whole round.
+    torch::Tensor flags = torch::zeros({2, round_prompts}, torch::kFloat64);
+    auto flag = flags.accessor<double, 2>();
+    const auto totals = torch::tensor(rewards::with_nan(scores.total)).view({shard.size(), group_size});
+    const auto informative = informative_groups(totals);
+    for (std::int64_t i = 0; i < shard.size(); ++i) {
+      double correct = 0.0, judged = 0.0;
+      for (std::int64_t g = 0; g < group_size; ++g) {
+        correct += scores.correct[static_cast<std::size_t>(i * group_size + g)];
+        judged += scores.judged[static_cast<std::size_t>(i * group_size + g)];
+      }
+      // Over the completions the judge could score; NaN (the filter's "unknown") when it scored none, so a failing
+      // judge endpoint does not retire prompts as unsolved.
+      flag[0][shard.begin + i] = judged > 0 ? correct / judged : NAN;
+      flag[1][shard.begin + i] = dynamic_sampling ? informative[static_cast<std::size_t>(i)] : 1.0;
+    }
+    group_.all_reduce_(flags);
+    const torch::Tensor pass_rates = flags[0].contiguous();
+    prompts_.observe(all_problems, std::span<const double>(pass_rates.data_ptr<double>(), all_problems.size()), step);
+    std::vector<std::uint8_t> spread(static_cast<std::size_t>(round_prompts));
+    for (std::int64_t p = 0; p < round_prompts; ++p) spread[static_cast<std::size_t>(p)] = flag[1][p] > 0.5;
+    const std::vector<std::uint8_t> keep = collector.add_round(spread);
+
+    // This rank's kept groups.
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = 0; i < shard.size(); ++i) {
+      if (!keep[static_cast<std::size_t>(shard.begin + i)]) continue;
+      for (std::int64_t g = 0; g < group_size; ++g) {
+        const auto b = static_cast<std::size_t>(i * group_size + g);
+        rows.push_back(static_cast<std::int64_t>(b));
+        Completion completion = round_batch[b];
+        completion.group = out.problems.size();
+        out.completions.push_back(std::move(completion));
+        out.totals.push_back(scores.total[b]);
+        out.reward_values.push_back(scores.rewards[b]);
+      }
+      out.problems.push_back(problems[static_cast<std::size_t>(i)]);
+    }
+    kept_rollouts.push_back(rollout.select(torch::tensor(rows, torch::kInt64)));
+  } while (!collector.done());
+  out.train = collector.train();
+  out.rollout = concat_rollouts(kept_rollouts, prompts_.pad_token_id());
+  out.score_metrics = combine_metrics(score_parts);
+  if (dynamic_sampling) out.sampling_metrics = collector.metrics();
+  out.sampled_lengths = torch::cat(lengths);
+  out.sampled_truncated = torch::cat(truncation);
+  return out;
+}
+
+AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
+  if (batch.rows() == 0) return {};
+  return advantage_(torch::tensor(rewards::with_nan(batch.totals)).view({batch.rows() / batch.group_size, batch.group_size}));
+}
+
+GrpoLoss GrpoTrainer::make_loss(double beta, std::int64_t max_new_tokens) const {
+  GrpoLossOptions options = options_.loss;
+  options.beta = beta;
+  if (options.loss_type == LossType::dr_grpo) options.max_completion_length = max_new_tokens;
+  return GrpoLoss(options);
+}
+
+UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageOutput& adv) {
+  UpdateResult out;
+  const Rollout& rollout = batch.rollout;
+  const std::int64_t rows = batch.rows();  // may be 0 on a rank whose groups were all dropped
+  const ContextStage& stage = context_.current();
+  // The loss mask: without the truncated completions when the stage filters them (DAPO overlong filtering).
+  const torch::Tensor loss_mask =
+      stage.mask_truncated ? truncated_completion_mask(rollout.completion_mask, rollout.truncated) : rollout.completion_mask;
+
+  // Old and reference log-probs (no grad), when μ > 1 and β > 0 need them.
+  torch::Tensor old_log_probs, ref_log_probs;
+  if (batch.train && rows > 0) {
+    torch::NoGradGuard no_grad;
+    if (options_.mu > 1) old_log_probs = policy_.token_log_probs(rollout).log_probs;
+    if (reference_) ref_log_probs = reference_->token_log_probs(rollout).log_probs;
+  }
+  out.beta = kl_.beta();
+  const GrpoLoss loss = make_loss(out.beta, batch.max_new_tokens);
+  if (!batch.train) return out;
+
+  // μ passes; each accumulates the micro-batches' gradients with the whole (all ranks') batch's normaliser.
+  const auto type = loss.options().loss_type;
+  const auto normaliser = global_normaliser(
+      group_, type,
+      rows > 0 ? std::optional(local_normaliser(type, loss_mask, normaliser_options(batch.max_new_tokens))) : std::nullopt);
+  const std::int64_t micro = (rows + options_.micro_batches - 1) / options_.micro_batches;
+  std::vector<std::vector<MetricValue>> parts;  // one list per micro-batch of the last pass
+  for (std::int64_t pass = 0; pass < options_.mu; ++pass) {
+    optimizer_.zero_grad();
+    parts.clear();
+    for (std::int64_t begin = 0; begin < rows; begin += micro) {
+      const std::int64_t count = std::min(micro, rows - begin);
+      const auto part = rollout.rows(begin, count);
+      const auto lp = policy_.token_log_probs(part, /*with_entropy=*/true);
+      LossInputs inputs;
+      inputs.log_probs = lp.log_probs;
+      if (options_.mu > 1) inputs.old_log_probs = old_log_probs.narrow(0, begin, count);
+      if (reference_) inputs.ref_log_probs = ref_log_probs.narrow(0, begin, count);
+      inputs.advantages = adv.advantages.narrow(0, begin, count);
+      inputs.mask = loss_mask.narrow(0, begin, count);
+      inputs.entropy = lp.entropy;
+      const auto result = loss(inputs, normaliser);
+      result.loss.backward();
+      parts.push_back(loss_metric_values(result.metrics));
+    }
+    if (rows == 0) {  // nothing kept on this rank: zero gradients and metrics that weigh nothing
+      LossMetrics none;
+      if (reference_) none.kl_mean = 0.0;
+      none.entropy_mean = 0.0;
+      parts.push_back(loss_metric_values(none));
+    }
+    all_reduce_gradients(group_, model_->parameters());  // summed: each rank's loss has the global normaliser
+    out.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(),
+                                                      options_.max_grad_norm > 0 ? options_.max_grad_norm : 1e30);
+    optimizer_.step();
+  }
+  out.loss_metrics = combine_metrics(parts);
+  if (synced_reference_ && batch.step % options_.ref_sync_every == 0) {
+    reference_->sync_from(policy_, options_.ref_sync_alpha);
+  }
+  return out;
+}
+
+void GrpoTrainer::check_stage_metrics(const std::map<std::string, double>& logged) {
+  // A stage condition on a metric this run never logs would never fire: stop at the first step that trains.
+  for (std::size_t i = 0; i < context_.stages().size(); ++i) {
+    const std::string& metric = context_.stages()[i].metric;
+    GRPO_CHECK_CONFIG(metric.empty() || logged.contains(metric),
+                      "stages[{}]: 'when' names metric '{}', which this run does not log (e.g. "
+                      "completions/clipped_ratio, completions/mean_length, reward, kl; see metrics.jsonl)",
+                      i, metric);
+  }
+  stage_metrics_checked_ = true;
+}
+
+StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutput& adv, const UpdateResult& update,
+                                    double seconds) {
+  // Reward and length metrics cover every completion sampled this step (all rounds: the policy, not the filter); the
+  // loss metrics cover the kept groups.
+  const torch::Tensor& lengths = batch.sampled_lengths;
+  const double tokens = lengths.sum().item<double>();
+  const double sampled = static_cast<double>(lengths.numel());
+  std::vector<MetricValue> values = batch.score_metrics;
+  values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean,
+                    static_cast<double>(batch.rows() / batch.group_size)});
+  values.insert(values.end(), update.loss_metrics.begin(), update.loss_metrics.end());
+  values.insert(values.end(),
+                {{"completions/mean_length", lengths.mean().item<double>(), MetricReduction::weighted_mean, sampled},
+                 {"completions/min_length", lengths.min().item<double>(), MetricReduction::min, sampled},
+                 {"completions/max_length", lengths.max().item<double>(), MetricReduction::max, sampled},
+                 {"completions/clipped_ratio", batch.sampled_truncated.mean().item<double>(),
+                  MetricReduction::weighted_mean, sampled},
+                 {"grad_norm", update.grad_norm, MetricReduction::max, 1.0},
+                 {"learning_rate", learning_rate_, MetricReduction::max, 1.0},
+                 {"kl_coef", update.beta, MetricReduction::max, 1.0},
+                 {"context/stage", static_cast<double>(context_.index()), MetricReduction::max, 1.0},
+                 {"context/max_new_tokens", static_cast<double>(batch.max_new_tokens), MetricReduction::max, 1.0},
+                 {"tokens_per_second", tokens / seconds, MetricReduction::sum, 1.0},
+                 {"step_time", seconds, MetricReduction::max, 1.0}});
+  for (const auto& [name, value] : batch.sampling_metrics) values.push_back({name, value, MetricReduction::max, 1.0});
+  for (const auto& [name, value] : prompts_.metrics(batch.step)) values.push_back({name, value, MetricReduction::max, 1.0});
+
+  StepReport report;
+  report.step = batch.step;
+  report.trained = batch.train;
+  report.seconds = seconds;
+  report.batch = &batch;
+  report.advantages = &adv;
+  report.scalars = reduce_metrics(group_, values);
+  report.by_name = std::map<std::string, double>(report.scalars.begin(), report.scalars.end());
+  if (batch.train && !stage_metrics_checked_) check_stage_metrics(report.by_name);
+  // Adaptive KL: the step's measured KL (token mean over every rank) sets β for the next step.
+  const double sequences = group_.all_reduce(static_cast<double>(batch.rows()));
+  if (const auto kl = report.by_name.find("kl"); kl != report.by_name.end()) {
+    kl_.update(kl->second, static_cast<std::int64_t>(sequences));
+  }
+  for (const auto& callback : callbacks_) callback->on_step_end(*this, report);
+  // A metric-triggered context stage starts with the next step.
+  if (const auto change = context_.end_step(batch.step, report.by_name)) {
+    for (const auto& callback : callbacks_) callback->on_stage_switch(*this, *change);
+  }
+  return report;
+}
+
+EvaluationReport GrpoTrainer::evaluate(std::int64_t step, std::int64_t max_new_tokens) {
+  torch::NoGradGuard no_grad;
+  const std::vector<std::string> names = prompts_.domain_names();
+  std::vector<CorrectnessJudge> judges;
+  for (std::size_t d = 0; d < names.size(); ++d) judges.push_back(scorer_.judge(d));
+  std::vector<Problem> problems = prompts_.held_out();
+  if (options_.eval_problems > 0 && static_cast<std::int64_t>(problems.size()) > options_.eval_problems) {
+    problems.resize(static_cast<std::size_t>(options_.eval_problems));
+  }
+  SamplerOptions sampling = options_.sampling;
+  sampling.max_new_tokens = max_new_tokens > 0 ? max_new_tokens : context_.current().max_new_tokens;
+  sampling.top_k = 0;
+  sampling.top_p = 1.0;
+  sampling.min_p = 0.0;
+  sampling.eos_token_ids = prompts_.eos_token_ids();
+  sampling.pad_token_id = prompts_.pad_token_id();
+  sampling.seed = options_.seed + 7919 * static_cast<std::uint64_t>(step);
+  Sampler sampler(sampling);
+  const rewards::RewardExecutor executor{rewards::RewardExecutorOptions{}};
+  const std::int64_t k = options_.eval_samples;
+  std::vector<EvalSample> samples;
+  std::vector<std::vector<EvalSample>> by_domain(names.size());
+  const std::int64_t chunk = std::max<std::int64_t>(1, 256 / k);
+  for (std::size_t start = 0; start < problems.size(); start += static_cast<std::size_t>(chunk)) {
+    const std::vector<Problem> part(
+        problems.begin() + static_cast<std::ptrdiff_t>(start),
+        problems.begin() + static_cast<std::ptrdiff_t>(std::min(problems.size(), start + static_cast<std::size_t>(chunk))));
+    const auto rollout = sampler.generate(model_, prompt_ids(part), k);
+    const auto batch = completions_of(rollout, part, k);
+    // Each domain's completions by its own judge, one call per domain.
+    std::vector<std::optional<float>> values(batch.size());
+    for (std::size_t d = 0; d < judges.size(); ++d) {
+      std::vector<Completion> mine;
+      std::vector<std::size_t> where;
+      for (std::size_t b = 0; b < batch.size(); ++b) {
+        if (part[batch[b].group].domain != d) continue;
+        mine.push_back(batch[b]);
+        where.push_back(b);
+      }
+      if (mine.empty()) continue;
+      const auto scores = executor.score(judges[d].reward, mine);
+      for (std::size_t i = 0; i < where.size(); ++i) values[where[i]] = scores.values[i];
+    }
+    for (std::size_t b = 0; b < batch.size(); ++b) {
+      const std::size_t d = part[batch[b].group].domain;
+      const bool correct = values[b].has_value() && *values[b] >= judges[d].threshold;
+      const EvalSample sample{answer_of(batch[b].text), correct};
+      samples.push_back(sample);
+      by_domain[d].push_back(sample);
+    }
+  }
+  EvaluationReport out;
+  out.step = step;
+  out.all = summarize_evaluation(samples, k, k);
+  out.domain_names = names;
+  out.per_domain_rewards = scorer_.per_domain();
+  for (const auto& domain_samples : by_domain) out.per_domain.push_back(summarize_evaluation(domain_samples, k, k));
+  for (const auto& callback : callbacks_) callback->on_evaluation(*this, out);
+  return out;
+}
+
+std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkpoints, std::int64_t step) {
+  TrainerState state;
+  state.step = step;
+  state.seed = options_.seed;
+  state.values = context_.state_values();
+  state.values["kl_coef"] = kl_.beta();
+  prompts_.save_state(state);
+  auto path = save_checkpoint(group_, checkpoints, model_, optimizer_, state,
+                              synced_reference_ ? &reference_->model() : nullptr);
+  for (const auto& callback : callbacks_) callback->on_save(*this, step, path);
+  return path;
+}
+
+std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
+  const auto latest = checkpoints.latest();
+  if (!latest) return 0;
+  const auto state =
+      load_checkpoint(group_, latest->path, model_, optimizer_, synced_reference_ ? &reference_->model() : nullptr);
+  prompts_.load_state(state);
+  // An adaptive β continues where it was; a fixed one is the options' (which the resumed run may change).
+  if (const auto beta = state.values.find("kl_coef");
+      beta != state.values.end() && kl_.options().type == KlControl::adaptive) {
+    kl_.restore(beta->second);
+  }
+  if (state.values.count("context/stage")) context_.restore(state.values);
+  return state.step;
+}
+
+}  // namespace grpo::train

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: Apache-2.0
+// GrpoTrainer as a library user composes it: a prompt source and a surrogate of their own, steps, save, restore and a
+// bit-exact resume; overlapped scoring equals sequential scoring; pass rates reach the source over the judged
+// completions only; the phases compose into step(); a registered surrogate equals the built-in one it re-implements.
+#include <grpo/train/grpo_trainer.hpp>
+#include <grpo/loss/recipes.hpp>
+#include <grpo/io/read_file.hpp>
+#include <support/model_testing.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+namespace fs = std::filesystem;
+using namespace grpo;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("grpo_trainer_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// The metrics of a step that do not depend on the clock.
+std::map<std::string, double> deterministic(const train::Scalars& scalars) {
+  std::map<std::string, double> out(scalars.begin(), scalars.end());
+  std::erase_if(out, [](const auto& e) {
+    return e.first == "step_time" || e.first == "tokens_per_second" || e.first.find("seconds") != std::string::npos;
+  });
+  return out;
+}
+
+bool same_parameters(models::CausalLM& a, models::CausalLM& b) {
+  const auto pa = a->parameters(), pb = b->parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    if (!torch::equal(pa[i], pb[i])) return false;
+  }
+  return pa.size() == pb.size();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// A custom trainer in under 60 lines: "repeat the prompt's token" over an 8-token vocabulary, a surrogate registered
+// by name (−A·log π, plain REINFORCE), a reward written as a lambda.
+
+namespace {
+
+struct CopyTask final : train::PromptSource {  // prompt [t], answer: t again; state = prompts drawn
+  std::int64_t drawn = 0;
+  std::vector<train::Problem> held;
+  train::Problem problem(std::int64_t token) const {
+    return {.prompt_ids = {token}, .prompt_text = std::to_string(token),
+            .row = std::make_shared<const rewards::Row>(rewards::Row{{"ground_truth", std::to_string(token)}})};
+  }
+  std::vector<train::Problem> train_batch(std::int64_t, std::int64_t count) override {
+    std::vector<train::Problem> out;
+    for (std::int64_t i = 0; i < count; ++i) out.push_back(problem(1 + (drawn++ * 5) % 6));
+    return out;
+  }
+  const std::vector<train::Problem>& held_out() const override { return held; }
+  std::string decode(std::span<const std::int64_t> ids) const override {
+    return ids.empty() ? "" : std::to_string(ids[0]);
+  }
+  std::vector<std::int64_t> eos_token_ids() const override { return {7}; }
+  std::int64_t pad_token_id() const override { return 0; }
+  void save_state(train::TrainerState& s) const override { s.values["copy/drawn"] = static_cast<double>(drawn); }
+  void load_state(const train::TrainerState& s) override { drawn = static_cast<std::int64_t>(s.values.at("copy/drawn")); }
+};
+
+struct CopyRun {  // everything a run owns, built the same way for the straight and the resumed run
+  CopyTask task;
+  train::StepScorer scorer{rewards::RewardSet({{rewards::make_reward("accuracy", [](const rewards::Completion& c) {
+                                                  return c.text == c.row->text("ground_truth").value_or("") ? 1.0 : 0.0;
+                                                }), 1.0}})};
+  train::ProcessGroup group{train::ProcessGroupOptions{}};
+  models::CausalLM model;
+  std::unique_ptr<train::GrpoTrainer> trainer;
+  CopyRun() : model((torch::manual_seed(7), models::CausalLM(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32})))) {
+    train::GrpoTrainerOptions o{.steps = 4, .prompts_per_step = 4, .group_size = 4, .seed = 11};
+    o.sampling.max_new_tokens = 2;
+    o.loss = recipes::grpo();
+    o.kl.beta = 0.02;  // a frozen reference, and its KL term
+    o.learning_rate = 0.05;
+    select_policy_loss(o.loss, "test_reinforce");
+    trainer = std::make_unique<train::GrpoTrainer>(model, task, scorer, group, o);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train, save, restore and resume bit-exactly",
+          "[train][trainer]") {
+  if (!PolicyLossRegistry::global().contains("test_reinforce")) {
+    PolicyLossRegistry::global().add("test_reinforce", [](const auto& lp, const auto&, const auto& adv,
+                                                          const auto& mask, const PolicyLossOptions&) {
+      PolicyLossOutput out;
+      out.per_token_loss = -(adv.dim() == 1 ? adv.unsqueeze(1) : adv) * lp * mask;
+      return out;
+    });
+  }
+  const auto dir = scratch("custom");
+  train::CheckpointManager straight_checkpoints({.directory = dir / "straight", .keep_last = 0});
+  CopyRun straight;
+  std::vector<train::Scalars> metrics;
+  for (std::int64_t step = 1; step <= 4; ++step) {
+    metrics.push_back(straight.trainer->step(step).scalars);
+    if (step == 2) straight.trainer->save(straight_checkpoints, step);
+  }
+  // The run learned something and used the registered surrogate's gradient (the loss moved the weights).
+  const std::map<std::string, double> last(metrics.back().begin(), metrics.back().end());
+  CHECK(last.at("num_tokens") > 0);
+  CHECK(last.count("kl") == 1);
+  CHECK(std::isfinite(last.at("loss")));
+
+  // A new process's worth of objects, restored from step 2, runs steps 3 and 4: the same weights and metrics.
+  CopyRun resumed;
+  train::CheckpointManager resumed_checkpoints({.directory = dir / "straight", .keep_last = 0});
+  REQUIRE(resumed.trainer->restore(resumed_checkpoints) == 2);
+  CHECK(resumed.task.drawn == 8);
+  for (std::int64_t step = 3; step <= 4; ++step) {
+    CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
+  }
+  CHECK(same_parameters(resumed.model, straight.model));
+}
+
+TEST_CASE("PolicyLossRegistry: a registered surrogate equals the built-in one it re-implements, value and gradient",
+          "[train][trainer][loss]") {
+  if (!PolicyLossRegistry::global().contains("test_reinforce_fp64")) {
+    PolicyLossRegistry::global().add("test_reinforce_fp64", [](const auto& lp, const auto&, const auto& adv,
+                                                               const auto& mask, const PolicyLossOptions&) {
+      PolicyLossOutput out;
+      out.per_token_loss = -(adv.dim() == 1 ? adv.unsqueeze(1) : adv) * lp * mask;
+      return out;
+    });
+  }
+  torch::manual_seed(3);
+  const auto lp_values = -torch::rand({3, 5}, torch::kFloat64) * 3;
+  const auto adv = torch::randn({3}, torch::kFloat64);
+  auto mask = torch::ones({3, 5}, torch::kInt64);
+  mask[1].slice(0, 2).fill_(0);
+  mask[2].fill_(0);  // an empty row
+  auto loss_of = [&](GrpoLossOptions options) {
+    auto lp = lp_values.clone().requires_grad_(true);
+    GrpoLoss loss(options);
+    LossInputs in;
+    in.log_probs = lp;
+    in.advantages = adv;
+    in.mask = mask;
+    const auto out = loss(in, loss.local_normaliser(in));
+    out.loss.backward();
+    return std::pair{out.loss.item<double>(), lp.grad()};
+  };
+  auto builtin = recipes::dapo();
+  builtin.policy.type = PolicyLossType::gpg;  // verl's gpg: −A·lp
+  auto registered = recipes::dapo();
+  select_policy_loss(registered, "test_reinforce_fp64");
+  const auto [a, grad_a] = loss_of(builtin);
+  const auto [b, grad_b] = loss_of(registered);
+  CHECK(a == Approx(b).epsilon(1e-12));
+  CHECK(torch::allclose(grad_a, grad_b, 1e-12, 1e-12));
+  // By hand: the dapo loss is Σ −A_i·lp_it over valid tokens / the number of valid tokens (7).
+  double by_hand = 0.0;
+  for (int i = 0; i < 3; ++i) {
+    for (int t = 0; t < 5; ++t) {
+      if (mask[i][t].item<int64_t>()) by_hand -= adv[i].item<double>() * lp_values[i][t].item<double>();
+    }
+  }
+  CHECK(b == Approx(by_hand / 7.0).epsilon(1e-12));
+  // Names: a built-in selects the type; an unknown name lists the built-in and the registered ones.
+  select_policy_loss(registered, "cispo");
+  CHECK(registered.policy.type == PolicyLossType::cispo);
+  CHECK(registered.policy_loss_name.empty());
+  CHECK_THROWS_WITH(select_policy_loss(registered, "nope"),
+                    Catch::Contains("unknown policy loss 'nope'") && Catch::Contains("ppo_clip") &&
+                        Catch::Contains("test_reinforce_fp64"));
+  CHECK_THROWS_WITH(PolicyLossRegistry::global().add("gmpo", nullptr), Catch::Contains("null function"));
+  CHECK_THROWS_WITH(PolicyLossRegistry::global().add("gmpo", [](const auto&, const auto&, const auto&, const auto&,
+                                                                const PolicyLossOptions&) { return PolicyLossOutput{}; }),
+                    Catch::Contains("'gmpo' is a built-in policy loss type"));
+}
+
+namespace {
+
+/// A prompt source that records what it observed.
+struct ObservingTask final : train::PromptSource {
+  std::vector<train::Problem> held;
+  std::vector<double> observed;
+  std::vector<train::Problem> train_batch(std::int64_t, std::int64_t count) override {
+    std::vector<train::Problem> out;
+    for (std::int64_t i = 0; i < count; ++i) {
+      out.push_back({.prompt_ids = {1 + i % 5}, .prompt_text = std::to_string(i),
+                     .row = std::make_shared<const rewards::Row>(rewards::Row{{"index", std::to_string(i)}})});
+    }
+    return out;
+  }
+  const std::vector<train::Problem>& held_out() const override { return held; }
+  std::string decode(std::span<const std::int64_t> ids) const override {
+    std::string out;
+    for (const auto id : ids) out += std::to_string(id) + " ";
+    return out;
+  }
+  std::vector<std::int64_t> eos_token_ids() const override { return {7}; }
+  std::int64_t pad_token_id() const override { return 0; }
+  void observe(std::span<const train::Problem>, std::span<const double> rates, std::int64_t) override {
+    observed.assign(rates.begin(), rates.end());
+  }
+};
+
+train::GrpoTrainerOptions small_options() {
+  train::GrpoTrainerOptions o{.steps = 3, .prompts_per_step = 4, .group_size = 3, .seed = 5};
+  o.sampling.max_new_tokens = 3;
+  o.loss = recipes::dapo();
+  o.learning_rate = 0.02;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("GrpoTrainer: pass rates count the judged completions only; the phases compose into step()",
+          "[train][trainer]") {
+  // The judge: no value for prompt 0 (a failed call), value 1 ("correct") for prompt 1, 0 for the rest, and a
+  // second reward that varies within groups so every group has spread.
+  auto judge = rewards::make_reward("accuracy", [](const rewards::Completion& c) -> std::optional<double> {
+    const auto index = c.row->text("index").value_or("");
+    if (index == "0") return std::nullopt;
+    return index == "1" ? 1.0 : 0.0;
+  });
+  auto noise = rewards::make_reward("length", [](const rewards::Completion& c) { return c.text.size() % 3; });
+  ObservingTask task;
+  train::StepScorer scorer(rewards::RewardSet({{judge, 1.0}, {noise, 0.1}}));
+  train::ProcessGroup group{train::ProcessGroupOptions{}};
+  torch::manual_seed(1);
+  models::CausalLM model(testing::tiny_model_config({.vocab = 8}));
+  train::GrpoTrainer trainer(model, task, scorer, group, small_options());
+  trainer.begin_step(1);
+  const auto batch = trainer.collect_groups(1);
+  REQUIRE(task.observed.size() == 4);
+  CHECK(std::isnan(task.observed[0]));  // nothing judged: unknown, so a curriculum retires nothing
+  CHECK(task.observed[1] == 1.0);
+  CHECK(task.observed[2] == 0.0);
+  CHECK(batch.rows() == 12);
+  CHECK(batch.completions[4].group == 1);
+  const auto adv = trainer.advantages(batch);
+  REQUIRE(adv.advantages.numel() == 12);
+  const auto update = trainer.policy_update(batch, adv);
+  const auto report = trainer.finish_step(batch, adv, update, 1.0);
+  CHECK(report.by_name.at("rewards/accuracy/mean") == Approx(3.0 / 9.0));  // prompt 1's 3 of the 9 judged
+  CHECK(report.by_name.at("rewards/accuracy/frac_no_value") == Approx(3.0 / 12.0));
+  CHECK(report.by_name.at("learning_rate") == 0.02);
+
+  // The same step by step() from the same start gives the same numbers.
+  ObservingTask task2;
+  torch::manual_seed(1);
+  models::CausalLM model2(testing::tiny_model_config({.vocab = 8}));
+  train::GrpoTrainer trainer2(model2, task2, scorer, group, small_options());
+  CHECK(deterministic(trainer2.step(1).scalars) == deterministic(report.scalars));
+  CHECK(same_parameters(model, model2));
+}
+
+TEST_CASE("GrpoTrainer: scoring chunk k while chunk k + 1 samples gives the sequential numbers", "[train][trainer]") {
+  auto reward = rewards::make_reward("accuracy", [](const rewards::Completion& c) {
+    return c.text.find('3') != std::string::npos ? 1.0 : 0.0;
+  });
+  std::vector<train::Scalars> results;
+  for (const bool overlap : {false, true}) {
+    ObservingTask task;
+    train::StepScorer scorer(rewards::RewardSet({{reward, 1.0}}), overlap);
+    train::ProcessGroup group{train::ProcessGroupOptions{}};
+    torch::manual_seed(2);
+    models::CausalLM model(testing::tiny_model_config({.vocab = 8}));
+    auto options = small_options();
+    options.generation_chunks = 2;
+    train::GrpoTrainer trainer(model, task, scorer, group, options);
+    trainer.step(1);
+    results.push_back(trainer.step(2).scalars);
+  }
+  CHECK(deterministic(results[0]) == deterministic(results[1]));
+}
+
+TEST_CASE("GrpoTrainerOptions: invalid values are rejected with the setting's name", "[train][trainer]") {
+  auto options = small_options();
+  options.group_size = 1;
+  CHECK_THROWS_WITH(options.validate(), Catch::Contains("group_size must be >= 2"));
+  options = small_options();
+  options.ref_sync_alpha = 2;
+  CHECK_THROWS_WITH(options.validate(), Catch::Contains("ref_sync_alpha must be in [0, 1]"));
+  options = small_options();
+  options.loss.policy.epsilon_low = -1;
+  CHECK_THROWS_WITH(options.validate(), Catch::Contains("epsilon_low"));
+}

@@ -372,7 +372,7 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   o.loss.policy.epsilon_high = *s.epsilon_high;
   o.loss.kl = grpo::parse_kl_estimator(*s.kl_estimator);
   o.loss.entropy_coef = *s.entropy_coef;
-  o.advantage.estimator = grpo::parse_advantage_estimator(s.advantage);
+  grpo::select_advantage_estimator(o.advantage, s.advantage);  // a built-in or a registered estimator
   o.kl = {.type = grpo::train::parse_kl_control(s.kl_control), .beta = *s.beta, .target = s.kl_target,
           .horizon = s.kl_horizon};
   o.mu = s.mu;

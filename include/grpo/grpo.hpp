@@ -10,6 +10,7 @@
 #include <grpo/logprob/linear_log_probs.hpp>
 #include <grpo/logprob/token_log_probs.hpp>
 
+#include <grpo/advantage/advantage_registry.hpp>
 #include <grpo/advantage/group_advantage.hpp>
 
 #include <grpo/kl/kl_penalty.hpp>
@@ -56,7 +57,6 @@
 
 #include <grpo/io/atomic_file.hpp>
 #include <grpo/io/dataset.hpp>
-#include <grpo/io/json_config.hpp>
 #include <grpo/io/json_lines.hpp>
 #include <grpo/io/layered_config.hpp>
 #include <grpo/io/read_file.hpp>

@@ -584,3 +584,46 @@ TEST_CASE("bad inputs and options throw with messages naming them", "[advantage]
   REQUIRE_THROWS_AS(GroupAdvantage(o), grpo::ConfigError);
   REQUIRE_THROWS_WITH(GroupAdvantage(o), Catch::Contains("needs estimator grpo, got estimator rloo"));
 }
+
+TEST_CASE("AdvantageRegistry: a registered estimator equals the built-in one it re-implements, with missing rewards",
+          "[advantage][registry]") {
+  using namespace grpo;
+  if (!AdvantageRegistry::global().contains("test_rloo")) {
+    // RLOO by hand: n/(n−1)·(r − mean) over each group's present rewards.
+    AdvantageRegistry::global().add("test_rloo", [](const torch::Tensor& r, const torch::Tensor&) {
+      const auto present = r.isnan().logical_not();
+      const auto n = present.sum(1, true).to(torch::kFloat64);
+      const auto mean = r.nan_to_num(0.0).sum(1, true) / n.clamp_min(1);
+      return torch::where(n >= 2, n / (n - 1).clamp_min(1) * (r - mean), torch::zeros_like(r));
+    });
+  }
+  const auto nan = std::numeric_limits<double>::quiet_NaN();
+  const auto rewards = torch::tensor({1.0, 0.0, 0.5, nan, 2.0, 2.0, 1.0, 3.0, nan, 4.0, nan, nan}, torch::kFloat64)
+                           .view({3, 4});
+  GroupAdvantageOptions builtin{.estimator = AdvantageEstimator::rloo};
+  GroupAdvantageOptions registered;
+  select_advantage_estimator(registered, "test_rloo");
+  CHECK(registered.estimator_name == "test_rloo");
+  const auto a = GroupAdvantage(builtin)(rewards), b = GroupAdvantage(registered)(rewards);
+  CHECK(torch::allclose(a.advantages, b.advantages, 1e-12, 1e-12));
+  CHECK(torch::equal(a.group_mean, b.group_mean));
+  CHECK(a.frac_reward_zero_std == b.frac_reward_zero_std);
+  // By hand, group 0 (1, 0, 0.5; mean 0.5): 3/2·(1 − 0.5) = 0.75 for the first; missing rewards get 0.
+  CHECK(b.advantages[0].item<double>() == Approx(0.75).epsilon(1e-12));
+  CHECK(b.advantages[3].item<double>() == 0.0);
+  CHECK(b.advantages[9].item<double>() == 0.0);  // a singleton group (4.0 alone): 0
+
+  // Built-in names select the enum; unknown names list both kinds; a wrong shape names the estimator.
+  select_advantage_estimator(registered, "dr_grpo");
+  CHECK(registered.estimator == AdvantageEstimator::dr_grpo);
+  CHECK(registered.estimator_name.empty());
+  CHECK_THROWS_WITH(select_advantage_estimator(registered, "nope"),
+                    Catch::Contains("unknown advantage estimator 'nope'") && Catch::Contains("rloo") &&
+                        Catch::Contains("test_rloo"));
+  if (!AdvantageRegistry::global().contains("test_flat")) {
+    AdvantageRegistry::global().add("test_flat", [](const torch::Tensor& r, const torch::Tensor&) { return r.flatten(); });
+  }
+  GroupAdvantageOptions flat;
+  select_advantage_estimator(flat, "test_flat");
+  CHECK_THROWS_WITH(GroupAdvantage(flat)(rewards), Catch::Contains("'test_flat' must return advantages [P, G] = [3, 4]"));
+}

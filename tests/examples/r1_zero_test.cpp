@@ -699,6 +699,23 @@ TEST_CASE("r1_zero: --rewards alone, and a config's nested loss keys and reward 
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("--set loss.epsilonn=0.1: unknown field 'loss.epsilonn'"));
   CHECK(!fs::exists(nested / "bad" / "metrics.jsonl"));  // nothing half-written
+
+  // The two files of docs/training_helpers.md as written there, with a real model directory and data file.
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  std::ofstream(nested / "doc_base.yaml") << "model: {dir: " << model_dir->string() << "}\n"
+                                          << "data: " << GRPO_SOURCE_DIR << "/examples/data/math.jsonl\n"
+                                          << "loss: {type: grpo, beta: 0.04, epsilon: 0.2}\nrewards: [{name: accuracy}]\n";
+  std::ofstream(nested / "doc_dapo.yaml") << "extends: doc_base.yaml\nloss: {type: dapo, epsilon_high: 0.28}\n"
+                                             "rewards: [{name: accuracy}, {name: format, weight: 0.5}]\n";
+  const auto documented = r1_zero("--config " + (nested / "doc_dapo.yaml").string() +
+                                      " --steps 1 --prompts 2 --group-size 2 --max-new-tokens 4 --held-out 1 --eval-every 0"
+                                      " --eval-samples 1 --save-every 0 --threads 1",
+                                  nested / "doc");
+  INFO(documented.out);
+  REQUIRE(documented.status == 0);
+  CHECK(read_metrics(nested / "doc").at(1).count("rewards/format/mean") == 1);
+  CHECK(read_metrics(nested / "doc").at(1).count("kl") == 1);  // β 0.04 from the base: a reference
 }
 
 TEST_CASE("r1_zero: the config.yaml a run writes, given back to --config, runs the same run", "[examples][config]") {

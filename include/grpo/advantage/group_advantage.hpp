@@ -13,6 +13,7 @@
 // converted back to the input's dtype and device. Advantages carry no gradient.
 #pragma once
 
+#include <grpo/advantage/advantage_registry.hpp>
 #include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
@@ -126,6 +127,9 @@ inline RewardAggregation parse_reward_aggregation(std::string_view name) {
 /// gets 0); advantage_preset() gives each published system's settings by name.
 struct GroupAdvantageOptions {
   AdvantageEstimator estimator = AdvantageEstimator::grpo;
+  /// When not empty, the estimator registered under this name in AdvantageRegistry::global() replaces `estimator`
+  /// (see advantage_registry.hpp and select_advantage_estimator).
+  std::string estimator_name;
   /// Added to the std before dividing (grpo, group_mean_batch_std, pass_at_k, GDPO). TRL 1e-4, verl 1e-6,
   /// ROLL 1e-6, OpenRLHF 1e-9. Must be > 0, so all-equal groups give 0 rather than 0/0.
   double eps = 1e-4;
@@ -161,12 +165,31 @@ struct GroupAdvantageOptions {
       GRPO_CHECK_CONFIG(std::isfinite(reward_weights[k]),
                         "GroupAdvantageOptions: reward_weights[{}] must be finite, got {}", k, reward_weights[k]);
     }
+    if (!estimator_name.empty()) {
+      (void)AdvantageRegistry::global().get(estimator_name, detail::joined_names(detail::kAdvantageEstimatorNames));
+      GRPO_CHECK_CONFIG(aggregation == RewardAggregation::sum_then_normalize,
+                        "GroupAdvantageOptions: aggregation normalize_then_sum (GDPO) needs estimator grpo, got the "
+                        "registered estimator '{}'",
+                        estimator_name);
+    }
     GRPO_CHECK_CONFIG(aggregation != RewardAggregation::normalize_then_sum || estimator == AdvantageEstimator::grpo,
                       "GroupAdvantageOptions: aggregation normalize_then_sum (GDPO) defines its own normalisation and "
                       "needs estimator grpo, got estimator {}",
                       to_string(estimator));
   }
 };
+
+/// Selects the estimator called `name`: a built-in AdvantageEstimator name (estimator_name cleared) or one registered
+/// in AdvantageRegistry::global(). ConfigError listing both kinds for an unknown name.
+inline void select_advantage_estimator(GroupAdvantageOptions& options, std::string_view name) {
+  if (const auto estimator = detail::find_enum(name, detail::kAdvantageEstimatorNames)) {
+    options.estimator = *estimator;
+    options.estimator_name.clear();
+    return;
+  }
+  (void)AdvantageRegistry::global().get(name, detail::joined_names(detail::kAdvantageEstimatorNames));
+  options.estimator_name = std::string(name);
+}
 
 /// Result of GroupAdvantage. Tensors have the rewards' dtype and device.
 struct AdvantageOutput {
@@ -403,9 +426,9 @@ class GroupAdvantage {
     }
     out.frac_reward_zero_std = P ? static_cast<double>(zero_std) / static_cast<double>(P) : 0.0;
 
-    RowMatrixXd adv = options_.aggregation == RewardAggregation::normalize_then_sum
-                          ? batch_z_score(r)
-                          : estimate(r, groups, length_matrix, what);
+    RowMatrixXd adv = options_.aggregation == RewardAggregation::normalize_then_sum ? batch_z_score(r)
+                      : options_.estimator_name.empty()                                ? estimate(r, groups, length_matrix, what)
+                                                                                       : registered(r, length_matrix, what);
     if (options_.advantage_clip) {
       const auto [lo, hi] = *options_.advantage_clip;
       int64_t clipped = 0, valid = 0;
@@ -435,6 +458,26 @@ class GroupAdvantage {
     detail::RowMatrixXd adv = detail::RowMatrixXd::Zero(r.rows(), r.cols());
     for (Eigen::Index i = 0; i < r.size(); ++i) {
       if (!std::isnan(r.data()[i])) adv.data()[i] = (r.data()[i] - batch.mean) / (batch.std + options_.eps);
+    }
+    return adv;
+  }
+
+  /// The registered estimator estimator_name on r (and the lengths), 0 where r is NaN.
+  detail::RowMatrixXd registered(const detail::RowMatrixXd& r, const std::optional<detail::RowMatrixXd>& lengths,
+                                 std::string_view what) const {
+    const Eigen::Index P = r.rows(), G = r.cols();
+    const auto function = AdvantageRegistry::global().get(options_.estimator_name,
+                                                          detail::joined_names(detail::kAdvantageEstimatorNames));
+    const torch::Tensor rewards = detail::to_tensor(r.data(), {P, G}, torch::kFloat64);
+    const torch::Tensor length_tensor =
+        lengths ? detail::to_tensor(lengths->data(), {P, G}, torch::kFloat64) : torch::Tensor();
+    const torch::Tensor result = function(rewards, length_tensor);
+    GRPO_CHECK(result.defined() && result.dim() == 2 && result.size(0) == P && result.size(1) == G,
+               "{}: registered estimator '{}' must return advantages [P, G] = [{}, {}], got {}", what,
+               options_.estimator_name, P, G, result.defined() ? shape_str(result) : std::string("undefined"));
+    detail::RowMatrixXd adv = detail::to_row_matrix(result, P, G);
+    for (Eigen::Index i = 0; i < adv.size(); ++i) {
+      if (std::isnan(r.data()[i])) adv.data()[i] = 0.0;
     }
     return adv;
   }

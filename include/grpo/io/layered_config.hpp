@@ -3,7 +3,7 @@
 // where every value was written, layered by inheritance and command-line overrides,
 //
 //   # runs/dapo_math.yaml                         # runs/base.yaml
-//   extends: base.yaml                             model: {dir: models/qwen3-0.6b, dtype: bf16}
+//   extends: base.yaml                             model: {dir: models/qwen3-0.6b}
 //   loss: {type: dapo, epsilon_high: 0.28}         loss: {type: grpo, beta: 0.04}
 //   rewards: [{name: accuracy}, {name: format, weight: 0.5}]
 //
@@ -12,7 +12,7 @@
 //   double beta = config.at("loss").at("beta").number();                     // 0: errors name "file:line" and 'loss.beta'
 //   auto rewards = grpo::rewards::RewardSet::from_config(grpo::io::to_json(config.at("rewards")));
 //   config.at("rewards").mark_read();
-//   grpo::io::reject_unread_keys(config);   // "runs/base.yaml:1: unknown key 'model.dtpye'" for a misspelt key
+//   grpo::io::reject_unread_keys(config);   // "runs/base.yaml:1: unknown key 'model.dri'" for a misspelt key
 //
 // The YAML library stays private to src/io: nothing here depends on it.
 #pragma once

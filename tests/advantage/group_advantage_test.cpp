@@ -620,6 +620,8 @@ TEST_CASE("AdvantageRegistry: a registered estimator equals the built-in one it 
   CHECK_THROWS_WITH(select_advantage_estimator(registered, "nope"),
                     Catch::Contains("unknown advantage estimator 'nope'") && Catch::Contains("rloo") &&
                         Catch::Contains("test_rloo"));
+  CHECK_THROWS_WITH(AdvantageRegistry::global().add("rloo", [](const torch::Tensor& r, const torch::Tensor&) { return r; }),
+                    Catch::Contains("'rloo' is a built-in advantage estimator"));
   if (!AdvantageRegistry::global().contains("test_flat")) {
     AdvantageRegistry::global().add("test_flat", [](const torch::Tensor& r, const torch::Tensor&) { return r.flatten(); });
   }

@@ -44,6 +44,17 @@ bool same_parameters(models::CausalLM& a, models::CausalLM& b) {
   return pa.size() == pb.size();
 }
 
+/// Registers plain REINFORCE, −A·log π, as `name` (once per process).
+void register_reinforce(const std::string& name) {
+  if (PolicyLossRegistry::global().contains(name)) return;
+  PolicyLossRegistry::global().add(name, [](const auto& lp, const auto&, const auto& adv, const auto& mask,
+                                            const PolicyLossOptions&) {
+    PolicyLossOutput out;
+    out.per_token_loss = -(adv.dim() == 1 ? adv.unsqueeze(1) : adv) * lp * mask;
+    return out;
+  });
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -97,14 +108,7 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
 
 TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train, save, restore and resume bit-exactly",
           "[train][trainer]") {
-  if (!PolicyLossRegistry::global().contains("test_reinforce")) {
-    PolicyLossRegistry::global().add("test_reinforce", [](const auto& lp, const auto&, const auto& adv,
-                                                          const auto& mask, const PolicyLossOptions&) {
-      PolicyLossOutput out;
-      out.per_token_loss = -(adv.dim() == 1 ? adv.unsqueeze(1) : adv) * lp * mask;
-      return out;
-    });
-  }
+  register_reinforce("test_reinforce");
   const auto dir = scratch("custom");
   train::CheckpointManager straight_checkpoints({.directory = dir / "straight", .keep_last = 0});
   CopyRun straight;
@@ -132,14 +136,7 @@ TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train,
 
 TEST_CASE("PolicyLossRegistry: a registered surrogate equals the built-in one it re-implements, value and gradient",
           "[train][trainer][loss]") {
-  if (!PolicyLossRegistry::global().contains("test_reinforce_fp64")) {
-    PolicyLossRegistry::global().add("test_reinforce_fp64", [](const auto& lp, const auto&, const auto& adv,
-                                                               const auto& mask, const PolicyLossOptions&) {
-      PolicyLossOutput out;
-      out.per_token_loss = -(adv.dim() == 1 ? adv.unsqueeze(1) : adv) * lp * mask;
-      return out;
-    });
-  }
+  register_reinforce("test_reinforce_fp64");
   torch::manual_seed(3);
   const auto lp_values = -torch::rand({3, 5}, torch::kFloat64) * 3;
   const auto adv = torch::randn({3}, torch::kFloat64);
@@ -183,7 +180,7 @@ TEST_CASE("PolicyLossRegistry: a registered surrogate equals the built-in one it
   CHECK_THROWS_WITH(PolicyLossRegistry::global().add("gmpo", nullptr), Catch::Contains("null function"));
   CHECK_THROWS_WITH(PolicyLossRegistry::global().add("gmpo", [](const auto&, const auto&, const auto&, const auto&,
                                                                 const PolicyLossOptions&) { return PolicyLossOutput{}; }),
-                    Catch::Contains("'gmpo' is a built-in policy loss type"));
+                    Catch::Contains("'gmpo' is a built-in policy loss"));
 }
 
 namespace {

@@ -12,12 +12,11 @@
 
 #include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
+#include <grpo/core/named_registry.hpp>
 
 #include <torch/torch.h>
 
 #include <functional>
-#include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,53 +28,17 @@ namespace grpo {
 /// [P, G] (any floating dtype; entries at NaN rewards are replaced by 0 afterwards).
 using AdvantageFunction = std::function<torch::Tensor(const torch::Tensor& rewards, const torch::Tensor& lengths)>;
 
-/// Named estimators beside the built-in AdvantageEstimator ones. Thread-safe.
-class AdvantageRegistry {
+/// Named estimators beside the built-in AdvantageEstimator ones (NamedRegistry: add, contains, get, names).
+/// Thread-safe.
+class AdvantageRegistry : public NamedRegistry<AdvantageFunction> {
  public:
-  /// The process-wide registry GroupAdvantage looks names up in.
-  static AdvantageRegistry& global() {
-    static AdvantageRegistry registry;
-    return registry;
-  }
-
-  /// Registers `function` as `name`. ConfigError for an empty name, a name registered already (built-in names are
-  /// checked by select_advantage_estimator, which prefers them) or a null function.
-  void add(std::string name, AdvantageFunction function) {
-    GRPO_CHECK_CONFIG(!name.empty(), "AdvantageRegistry::add: empty name");
-    GRPO_CHECK_CONFIG(function != nullptr, "AdvantageRegistry::add: null function for '{}'", name);
-    const std::lock_guard lock(mutex_);
-    GRPO_CHECK_CONFIG(functions_.emplace(name, std::move(function)).second,
-                      "AdvantageRegistry::add: '{}' is registered already", name);
-  }
-
-  bool contains(std::string_view name) const {
-    const std::lock_guard lock(mutex_);
-    return functions_.find(name) != functions_.end();
-  }
-
-  /// The function registered as `name`; ConfigError "unknown advantage estimator '<name>'; valid: <builtin>,
-  /// <registered>" otherwise (`builtin`: the built-in names, for the message).
-  AdvantageFunction get(std::string_view name, std::string_view builtin) const {
-    const std::lock_guard lock(mutex_);
-    const auto it = functions_.find(name);
-    if (it != functions_.end()) return it->second;
-    std::string registered;
-    for (const auto& [known, function] : functions_) registered += ", " + known;
-    detail::throw_formatted<ConfigError>("unknown advantage estimator '{}'; valid: {}{}", name, builtin,
-                                         registered.empty() ? std::string(" (none registered)") : registered);
-  }
-
-  /// The registered names, sorted.
-  std::vector<std::string> names() const {
-    const std::lock_guard lock(mutex_);
-    std::vector<std::string> out;
-    for (const auto& [name, function] : functions_) out.push_back(name);
-    return out;
-  }
+  /// The process-wide registry GroupAdvantage looks names up in (defined in group_advantage.hpp, beside the
+  /// built-in names).
+  static AdvantageRegistry& global();
 
  private:
-  mutable std::mutex mutex_;
-  std::map<std::string, AdvantageFunction, std::less<>> functions_;
+  AdvantageRegistry(std::string builtin, std::function<bool(std::string_view)> is_builtin)
+      : NamedRegistry("advantage estimator", std::move(builtin), std::move(is_builtin)) {}
 };
 
 }  // namespace grpo

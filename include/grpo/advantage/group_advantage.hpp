@@ -109,6 +109,13 @@ inline std::string_view to_string(RewardAggregation value) {
   return detail::enum_name(value, detail::kRewardAggregationNames);
 }
 
+inline AdvantageRegistry& AdvantageRegistry::global() {
+  static AdvantageRegistry registry(detail::joined_names(detail::kAdvantageEstimatorNames), [](std::string_view name) {
+    return detail::find_enum(name, detail::kAdvantageEstimatorNames).has_value();
+  });
+  return registry;
+}
+
 /// Parses an estimator name ("grpo", "dr_grpo", "group_mean_batch_std", "rloo", "reinforce_pp_baseline", "gpg",
 /// "pass_at_k", "opo"); throws ConfigError naming the unknown name and listing the valid ones.
 inline AdvantageEstimator parse_advantage_estimator(std::string_view name) {
@@ -166,7 +173,7 @@ struct GroupAdvantageOptions {
                         "GroupAdvantageOptions: reward_weights[{}] must be finite, got {}", k, reward_weights[k]);
     }
     if (!estimator_name.empty()) {
-      (void)AdvantageRegistry::global().get(estimator_name, detail::joined_names(detail::kAdvantageEstimatorNames));
+      (void)AdvantageRegistry::global().get(estimator_name);
       GRPO_CHECK_CONFIG(aggregation == RewardAggregation::sum_then_normalize,
                         "GroupAdvantageOptions: aggregation normalize_then_sum (GDPO) needs estimator grpo, got the "
                         "registered estimator '{}'",
@@ -187,7 +194,7 @@ inline void select_advantage_estimator(GroupAdvantageOptions& options, std::stri
     options.estimator_name.clear();
     return;
   }
-  (void)AdvantageRegistry::global().get(name, detail::joined_names(detail::kAdvantageEstimatorNames));
+  (void)AdvantageRegistry::global().get(name);
   options.estimator_name = std::string(name);
 }
 
@@ -466,8 +473,7 @@ class GroupAdvantage {
   detail::RowMatrixXd registered(const detail::RowMatrixXd& r, const std::optional<detail::RowMatrixXd>& lengths,
                                  std::string_view what) const {
     const Eigen::Index P = r.rows(), G = r.cols();
-    const auto function = AdvantageRegistry::global().get(options_.estimator_name,
-                                                          detail::joined_names(detail::kAdvantageEstimatorNames));
+    const auto function = AdvantageRegistry::global().get(options_.estimator_name);
     const torch::Tensor rewards = detail::to_tensor(r.data(), {P, G}, torch::kFloat64);
     const torch::Tensor length_tensor =
         lengths ? detail::to_tensor(lengths->data(), {P, G}, torch::kFloat64) : torch::Tensor();

@@ -16,13 +16,12 @@
 
 #include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
+#include <grpo/core/named_registry.hpp>
 #include <grpo/loss/policy_loss.hpp>
 
 #include <torch/torch.h>
 
 #include <functional>
-#include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,8 +38,8 @@ using PolicyLossFunction =
                                    const torch::Tensor& advantages, const torch::Tensor& mask,
                                    const PolicyLossOptions& options)>;
 
-/// Named surrogates beside the built-in PolicyLossType ones. Thread-safe.
-class PolicyLossRegistry {
+/// Named surrogates beside the built-in PolicyLossType ones (NamedRegistry: add, contains, get, names). Thread-safe.
+class PolicyLossRegistry : public NamedRegistry<PolicyLossFunction> {
  public:
   /// The process-wide registry GrpoLoss looks names up in.
   static PolicyLossRegistry& global() {
@@ -48,53 +47,11 @@ class PolicyLossRegistry {
     return registry;
   }
 
-  /// Registers `function` as `name`. ConfigError for an empty name, a built-in type's name (ppo_clip, cispo, ...), a
-  /// name already registered, or a null function.
-  void add(std::string name, PolicyLossFunction function) {
-    GRPO_CHECK_CONFIG(!name.empty(), "PolicyLossRegistry::add: empty name");
-    GRPO_CHECK_CONFIG(function != nullptr, "PolicyLossRegistry::add: null function for '{}'", name);
-    GRPO_CHECK_CONFIG(!detail::find_enum(name, detail::kPolicyLossTypeNames),
-                      "PolicyLossRegistry::add: '{}' is a built-in policy loss type", name);
-    const std::lock_guard lock(mutex_);
-    GRPO_CHECK_CONFIG(functions_.emplace(name, std::move(function)).second,
-                      "PolicyLossRegistry::add: '{}' is registered already", name);
-  }
-
-  bool contains(std::string_view name) const {
-    const std::lock_guard lock(mutex_);
-    return functions_.find(name) != functions_.end();
-  }
-
-  /// The function registered as `name`. ConfigError listing the built-in and registered names otherwise.
-  PolicyLossFunction get(std::string_view name) const {
-    const std::lock_guard lock(mutex_);
-    const auto it = functions_.find(name);
-    if (it == functions_.end()) throw_unknown(name);
-    return it->second;
-  }
-
-  /// The registered names, sorted.
-  std::vector<std::string> names() const {
-    const std::lock_guard lock(mutex_);
-    std::vector<std::string> out;
-    for (const auto& [name, function] : functions_) out.push_back(name);
-    return out;
-  }
-
-
  private:
-  /// ConfigError "unknown policy loss '<name>'; valid: <built-in types>, <registered names>". Called with the lock
-  /// held (it reads functions_).
-  [[noreturn]] void throw_unknown(std::string_view name) const {
-    std::string registered;
-    for (const auto& [known, function] : functions_) registered += ", " + known;
-    detail::throw_formatted<ConfigError>("unknown policy loss '{}'; valid: {}{}", name,
-                                         detail::joined_names(detail::kPolicyLossTypeNames),
-                                         registered.empty() ? std::string(" (none registered)") : registered);
-  }
-
-  mutable std::mutex mutex_;
-  std::map<std::string, PolicyLossFunction, std::less<>> functions_;
+  PolicyLossRegistry()
+      : NamedRegistry("policy loss", detail::joined_names(detail::kPolicyLossTypeNames), [](std::string_view name) {
+          return detail::find_enum(name, detail::kPolicyLossTypeNames).has_value();
+        }) {}
 };
 
 /// Fills the statistics a registered surrogate left undefined (see PolicyLossFunction).

@@ -2,7 +2,8 @@
 // Group-relative advantage estimators over a reward matrix [P, G]: GRPO z-score, Dr. GRPO, group mean with batch
 // std, RLOO, REINFORCE++-baseline, GPG, pass@k and OPO; and the combination of several reward functions
 // (sum-then-normalise, or GDPO's normalise-then-sum). Formulas follow TRL, verl, OpenRLHF and ROLL term for term
-// (shared/reference/algorithms.md B1, B2, B4, B5); where they differ, the difference is an option.
+// (TRL trl/trainer/grpo_trainer.py, verl verl/trainer/ppo/core_algos.py, OpenRLHF openrlhf/trainer/ppo_utils, ROLL
+// roll/utils/functionals.py); where they differ, the difference is an option.
 //
 // Missing rewards. A reward function may decline to judge a completion (rewards::score returns std::nullopt); the
 // caller writes that as NaN in the reward matrix. NaN entries are left out of every statistic (means, stds, batch

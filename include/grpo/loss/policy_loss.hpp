@@ -3,7 +3,8 @@
 //
 // Notation: lp = current log-prob of the sampled token, lp_old = behaviour log-prob, m = completion mask,
 // |o_i| = Σ_t m_it, A = advantage (per sequence [B] or per token [B, T]), w = importance weight, sg = stop-gradient.
-// Every formula below names the system it is taken from, term for term (see algorithms.md B1, B2, B4, B7).
+// Every formula below names the system it is taken from, term for term (TRL trl/trainer/grpo_trainer.py, verl
+// verl/trainer/ppo/core_algos.py, OpenRLHF openrlhf/models/loss.py, Liger-Kernel chunked_loss/grpo_loss.py).
 //
 // Aggregation (token mean, sequence mean, LUSPO's length weighting, ...), KL, entropy masks, sampler
 // importance-sampling correction and truncation masks are separate components (grpo/loss/aggregation.hpp,

@@ -2,10 +2,12 @@
 // The accuracy reward: is the completion's final answer equal to the dataset row's gold answer, judged by the math
 // verifier (grpo::math; docs/math_verifier.md). Also the correctness judge the cosine and length rewards use.
 //
-// Extraction follows open-r1/TRL `accuracy_reward` (algorithms.md B1, B3; math_verify.md §1.1): the gold is parsed
+// Extraction follows open-r1/TRL `accuracy_reward` (TRL's docs example, open-r1 src/open_r1/rewards.py, Math-Verify's
+// parse/verify defaults): the gold is parsed
 // with Math-Verify's default targets, the completion with LaTeX extraction, boxed first and no anchor-free matches
 // (grpo::math::open_r1_accuracy()), plus the R1-Zero extras: only the last <answer>…</answer> span when present
-// (read whole when it holds no $…$ or \boxed{}: "<answer> 7 </answer>" answers 7), "the final answer is …", and GSM8K's "#### N" (on both sides, so a raw GSM8K worked solution is a valid gold).
+// (read whole when it holds no $…$ or \boxed{}: "<answer> 7 </answer>" answers 7), "the final answer is …", and GSM8K's
+// "#### N" (on both sides, so a raw GSM8K worked solution is a valid gold).
 #pragma once
 
 #include <grpo/rewards/math_steps.hpp>

@@ -3,7 +3,8 @@
 // sandbox first) against the row's test cases inside the bubblewrap sandbox (grpo::sandbox, docs/sandbox.md), and
 // score the pass rate.
 //
-// Test cases come from the dataset row (ROLL's code rows, algorithms.md B5; rLLM/DeepCoder, B6; open-r1, B3):
+// Test cases come from the dataset row (ROLL's code rows, roll/pipeline/rlvr; rLLM/DeepCoder,
+// rllm/rewards/code_reward.py; open-r1, src/open_r1/rewards.py):
 //  - stdin/stdout: `test_cases: [{"input", "expected_output"}]` (also "stdin"/"expected_stdout", ROLL's HTTP form),
 //    `case_type` "", "input", "stdin", "stdin_stdout" or "stdin/stdout";
 //  - call-based (LiveCodeBench, ROLL's `test_case_function` = function name): same pairs, each input line a JSON

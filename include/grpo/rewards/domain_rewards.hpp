@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Per-domain reward sets for multi-domain RLVR, as ROLL runs it (algorithms.md B5): every dataset row carries a `tag`,
+// Per-domain reward sets for multi-domain RLVR, as ROLL runs it (ROLL roll/pipeline/rlvr): every dataset row carries a
+// `tag`,
 // each domain (a name and the tags it serves) has its own RewardSet (math: accuracy + format; code: code_tests;
 // general: judge), an optional clip of its total and an optional normalisation over its own completions, and the
 // metrics are reported per domain ("domains/math/accuracy", ...), so a mixed batch shows how each domain is learning.

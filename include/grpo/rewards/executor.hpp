@@ -3,7 +3,8 @@
 // budget that works on any thread, and summarises the values into metrics.
 //
 // Why not signals: math-verify's SIGALRM timeouts only work on the main thread; inside verl's and TRL's thread
-// pools they were silently disabled (algorithms.md B1, math_verify.md §1.1). Here the budget is enforced twice:
+// pools they were silently disabled (TRL's reward calls; Math-Verify's timeout is signal-based and does nothing off the
+// main thread). Here the budget is enforced twice:
 //  - cooperatively: each call gets a ScoringContext whose deadline is start + budget, which well-behaved rewards
 //    (the built-in ones, the verifier) check and honour;
 //  - by abandonment: with worker threads, the executor stops waiting when a completion's budget has passed,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Rewards for the shape of a completion, not its correctness: the R1-Zero think/answer format, open-r1's tag
-// count (partial credit), and open-r1's reasoning-steps count (algorithms.md B3).
+// count (partial credit), and open-r1's reasoning-steps count (open-r1 src/open_r1/rewards.py).
 //
 // All three are hand-written linear scanners (no regex engine): each reproduces the match semantics of the
 // Python regex it replaces, including backtracking over `.*?`, and runs in O(length) on any input (1 MB of text,

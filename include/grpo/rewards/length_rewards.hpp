@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Length-shaped rewards: cosine-scaled correctness (Yeo et al. 2025, "Demystifying Long Chain-of-Thought
 // Reasoning"), the Kimi 1.5 length reward, DAPO's soft overlong punishment (eq. 13) and ProRL's stop-properly
-// (truncation) penalty. Formulas and defaults: algorithms.md A6, B1 (TRL), B3 (open-r1), B4 (OpenRLHF).
+// (truncation) penalty. Formulas and defaults: TRL trl/rewards, open-r1 src/open_r1/rewards.py, OpenRLHF
+// openrlhf/trainer/ppo_utils.
 #pragma once
 
 #include <grpo/rewards/accuracy_reward.hpp>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The n-gram repetition penalty (open-r1 `get_repetition_penalty_reward` on words, TRL's on token ids;
-// algorithms.md A6, B3): r = (1 − |unique n-grams| / |n-grams|) · max_penalty, in [max_penalty, 0].
+// open-r1 src/open_r1/rewards.py get_repetition_penalty_reward): r = (1 − |unique n-grams| / |n-grams|) · max_penalty,
+// in [max_penalty, 0].
 #pragma once
 
 #include <grpo/rewards/reward_function.hpp>

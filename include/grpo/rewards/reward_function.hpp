@@ -5,7 +5,7 @@
 // Rewards are torch-free on purpose: a reward is plain text processing (std::string, token ids as int64_t, one
 // std::optional<float> per completion), so reward code builds fast and is usable without LibTorch. A missing value
 // (std::nullopt) means "cannot judge" (the gold answer did not parse, the verifier timed out): it is excluded from
-// group statistics, as TRL does with None (algorithms.md B1); write it as NaN in a reward matrix with
+// group statistics, as TRL does with None (TRL trl/trainer/grpo_trainer.py); write it as NaN in a reward matrix with
 // rewards::with_nan (reward_set.hpp) before handing the matrix to GroupAdvantage.
 #pragma once
 

@@ -2,7 +2,8 @@
 // RewardSet: the list of (reward, weight) a training run uses, built in code or from a JSON config through the
 // registry; scores a batch into one value list per reward, the weighted total and metrics.
 //
-// The total follows TRL's sum_then_normalize (algorithms.md B1): total = nansum_k w_k·R_k, where a reward without a
+// The total follows TRL's sum_then_normalize (TRL trl/trainer/grpo_trainer.py): total = nansum_k w_k·R_k, where a
+// reward without a
 // value contributes nothing, and a completion no reward could judge has no total (excluded from its group's
 // statistics; with_nan writes it as NaN for GroupAdvantage).
 #pragma once

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Per-domain routing (ROLL style, algorithms.md B5): each completion is scored by the reward registered for its
+// Per-domain routing (ROLL style, roll/pipeline/rlvr): each completion is scored by the reward registered for its
 // dataset row's tag ("math" → accuracy, "code" → tests, ...), so one reward column serves a mixed-domain batch.
 #pragma once
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The KL coefficient β over a run: fixed, or adapted towards a target KL (Ziegler et al. 2019, "Fine-Tuning Language
 // Models from Human Preferences" §2.2; the AdaptiveKLController of TRL's PPO, verl's `kl_ctrl.type=adaptive` and
-// ROLL's `kl_ctrl`, algorithms.md B2):
+// ROLL's `kl_ctrl`; verl verl/trainer/ppo/core_algos.py AdaptiveKLController):
 //
 //   e = clip(KL / target − 1, −max_error, max_error)        KL: the measured KL of the step (token mean)
 //   β ← β · (1 + e · n_steps / horizon)                     n_steps: sequences in the step (B = P·G)

@@ -5,6 +5,7 @@
 #include <grpo/policy/decode.hpp>
 #include <grpo/rewards/executor.hpp>
 #include <grpo/rewards/length_rewards.hpp>
+#include <grpo/train/optimizer_step.hpp>
 
 #include <fmt/format.h>
 
@@ -346,9 +347,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       parts.push_back(loss_metric_values(none));
     }
     all_reduce_gradients(group_, model_->parameters());  // summed: each rank's loss has the global normaliser
-    out.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(),
-                                                      options_.max_grad_norm > 0 ? options_.max_grad_norm : 1e30);
-    optimizer_.step();
+    out.grad_norm = clip_and_step(optimizer_, model_->parameters(), options_.max_grad_norm);
   }
   out.loss_metrics = combine_metrics(parts);
   if (synced_reference_ && batch.step % options_.ref_sync_every == 0) {

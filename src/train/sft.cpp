@@ -9,6 +9,7 @@
 #include <grpo/io/json_lines.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/logprob/linear_log_probs.hpp>
+#include <grpo/train/optimizer_step.hpp>
 #include <grpo/train/sft.hpp>
 #include <limits>
 #include <map>
@@ -651,11 +652,7 @@ SftStepOutput SftTrainer::step(std::span<const SftBatch> micro_batches) {
     out.nll_sum += loss.nll_sum;
     out.tokens += loss.tokens;
   }
-  // clip_grad_norm_ returns the norm before clipping; an infinite limit only measures it.
-  out.grad_norm = torch::nn::utils::clip_grad_norm_(
-      model_->parameters(),
-      options_.max_grad_norm > 0.0 ? options_.max_grad_norm : std::numeric_limits<double>::infinity());
-  optimizer_->step();
+  out.grad_norm = clip_and_step(*optimizer_, model_->parameters(), options_.max_grad_norm);
   out.loss = out.nll_sum / normaliser.divisor();
   steps_done_ = out.step;
   return out;

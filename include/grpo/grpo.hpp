@@ -71,7 +71,9 @@
 #include <grpo/train/grpo_trainer.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
+#include <grpo/train/metrics.hpp>
 #include <grpo/train/metrics_writer.hpp>
+#include <grpo/train/optimizer_step.hpp>
 #include <grpo/train/mixed_prompt_source.hpp>
 #include <grpo/train/pass_rate_filter.hpp>
 #include <grpo/train/progress.hpp>

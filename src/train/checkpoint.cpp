@@ -5,6 +5,9 @@
 #include <grpo/io/read_file.hpp>
 #include <grpo/io/safetensors.hpp>
 #include <grpo/train/checkpoint.hpp>
+#include <grpo/train/distributed.hpp>
+
+#include "mix64.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -212,6 +215,50 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalL
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(rng_state);
+  }
+  return state;
+}
+
+std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, CheckpointManager& manager,
+                                                     const models::CausalLM& model,
+                                                     const torch::optim::Optimizer& optimizer,
+                                                     const TrainerState& state,
+                                                     const models::CausalLM* reference) {
+  std::optional<std::filesystem::path> path;
+  std::exception_ptr failure;
+  if (group.is_main()) {
+    try {
+      path = manager.save(model, optimizer, state, reference);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  torch::Tensor ok = torch::tensor({failure ? int64_t{0} : int64_t{1}}, torch::kInt64);
+  group.broadcast_(ok, 0);
+  if (failure) std::rethrow_exception(failure);
+  GRPO_CHECK(ok.item<int64_t>() == 1, "save_checkpoint (rank {}): rank 0 failed to write checkpoint step {} in {}",
+             group.rank(), state.step, manager.options().directory.string());
+  return path;
+}
+
+TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
+                             torch::optim::Optimizer& optimizer, models::CausalLM* reference) {
+  TrainerState state;
+  std::exception_ptr failure;
+  try {
+    state = CheckpointManager::load(checkpoint, model, optimizer, reference);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // All ranks learn whether every rank loaded; the minimum doubles as the barrier.
+  const double loaded = group.all_reduce(failure ? 0.0 : 1.0, ReduceOp::min);
+  if (failure) std::rethrow_exception(failure);
+  GRPO_CHECK(loaded == 1.0, "load_checkpoint (rank {}): another rank failed to load {}", group.rank(),
+             checkpoint.string());
+  if (group.world_size() > 1) {
+    SplitMix64 mix{state.seed ^ (static_cast<uint64_t>(state.step) * 0x9E3779B97F4A7C15ull) ^
+                   (static_cast<uint64_t>(group.rank()) << 48)};
+    torch::manual_seed(mix.next());
   }
   return state;
 }

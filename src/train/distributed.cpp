@@ -22,6 +22,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
+#include "mix64.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <netdb.h>
@@ -101,17 +103,6 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
   return c10d::ReduceOp::SUM;
 }
 
-// splitmix64 (Steele, Lea, Flood 2014): mixes a 64-bit state into a well-spread value.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-};
-
 // 64-bit hash of a tensor's bytes (word-wise multiply-xorshift, then a splitmix64 finaliser).
 int64_t tensor_hash(const torch::Tensor& tensor) {
   const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
@@ -128,12 +119,6 @@ int64_t tensor_hash(const torch::Tensor& tensor) {
   for (; i < n; ++i) h = (h ^ bytes[i]) * 0x100000001B3ull;
   SplitMix64 finalise{h};
   return static_cast<int64_t>(finalise.next());
-}
-
-int64_t string_hash(const std::string& text) {
-  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a
-  for (unsigned char c : text) h = (h ^ c) * 0x100000001B3ull;
-  return static_cast<int64_t>(h);
 }
 
 // Tensors flattened into buckets of one dtype and device, each at most `cap` bytes unless a single tensor is larger.
@@ -605,175 +590,6 @@ void check_parameters_consistent(ProcessGroup& group, const std::vector<torch::T
   std::vector<std::string> names;
   for (size_t i = 0; i < tensors.size(); ++i) names.push_back(fmt::format("#{}", i));
   check_consistent(group, tensors, names);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Metrics.
-
-std::vector<std::pair<std::string, double>> reduce_metrics(ProcessGroup& group,
-                                                           const std::vector<MetricValue>& metrics) {
-  std::vector<std::pair<std::string, double>> out;
-  out.reserve(metrics.size());
-  if (group.world_size() == 1) {
-    for (const auto& m : metrics) out.emplace_back(m.name, m.value);
-    return out;
-  }
-  // 1. Same names and reductions everywhere (else the packed tensors below would not line up).
-  std::string signature;
-  for (const auto& m : metrics) signature += fmt::format("{}:{};", m.name, static_cast<int>(m.reduction));
-  torch::Tensor check = torch::tensor({string_hash(signature), ~string_hash(signature)}, torch::kInt64);
-  group.all_reduce_(check, ReduceOp::max);
-  GRPO_CHECK(check[0].item<int64_t>() == ~check[1].item<int64_t>(),
-             "reduce_metrics (rank {}): the ranks passed different metric names or reductions (this rank: {})",
-             group.rank(), signature);
-  // 2. Sums and weighted sums in one float64 all-reduce; 3. maxima (and minima as maxima of −v) in another.
-  std::vector<double> sums, maxima;
-  for (const auto& m : metrics) {
-    const double inf = std::numeric_limits<double>::infinity();
-    switch (m.reduction) {
-      case MetricReduction::sum:
-        sums.push_back(m.value);
-        break;
-      case MetricReduction::weighted_mean:
-        sums.push_back(m.weight * m.value);
-        sums.push_back(m.weight);
-        break;
-      case MetricReduction::min:
-        maxima.push_back(m.weight > 0 ? -m.value : -inf);
-        break;
-      case MetricReduction::max:
-        maxima.push_back(m.weight > 0 ? m.value : -inf);
-        break;
-    }
-  }
-  torch::Tensor sum_tensor = torch::tensor(sums.empty() ? std::vector<double>{0.0} : sums, torch::kFloat64);
-  torch::Tensor max_tensor = torch::tensor(maxima.empty() ? std::vector<double>{0.0} : maxima, torch::kFloat64);
-  group.all_reduce_(sum_tensor, ReduceOp::sum);
-  group.all_reduce_(max_tensor, ReduceOp::max);
-  const double* s = sum_tensor.data_ptr<double>();
-  const double* x = max_tensor.data_ptr<double>();
-  for (const auto& m : metrics) {
-    double value = m.value;
-    switch (m.reduction) {
-      case MetricReduction::sum:
-        value = *s++;
-        break;
-      case MetricReduction::weighted_mean: {
-        const double weighted = *s++, weight = *s++;
-        if (weight > 0) value = weighted / weight;
-        break;
-      }
-      case MetricReduction::min: {
-        const double v = *x++;
-        if (std::isfinite(v)) value = -v;
-        break;
-      }
-      case MetricReduction::max: {
-        const double v = *x++;
-        if (std::isfinite(v)) value = v;
-        break;
-      }
-    }
-    out.emplace_back(m.name, value);
-  }
-  return out;
-}
-
-std::vector<MetricValue> combine_metrics(std::span<const std::vector<MetricValue>> parts) {
-  if (parts.empty()) return {};
-  std::vector<MetricValue> out = parts.front();
-  for (std::size_t p = 1; p < parts.size(); ++p) {
-    GRPO_CHECK(parts[p].size() == out.size(), "combine_metrics: part {} has {} metrics, part 0 has {}", p,
-               parts[p].size(), out.size());
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      MetricValue& total = out[i];
-      const MetricValue& m = parts[p][i];
-      GRPO_CHECK(m.name == total.name && m.reduction == total.reduction,
-                 "combine_metrics: part {} has metric '{}' where part 0 has '{}' (or another reduction)", p, m.name,
-                 total.name);
-      switch (m.reduction) {
-        case MetricReduction::sum:
-          total.value += m.value;
-          break;
-        case MetricReduction::weighted_mean:
-          if (total.weight + m.weight > 0)
-            total.value = (total.weight * total.value + m.weight * m.value) / (total.weight + m.weight);
-          break;
-        case MetricReduction::min:  // parts with weight 0 measured nothing
-          if (m.weight > 0) total.value = total.weight > 0 ? std::min(total.value, m.value) : m.value;
-          break;
-        case MetricReduction::max:
-          if (m.weight > 0) total.value = total.weight > 0 ? std::max(total.value, m.value) : m.value;
-          break;
-      }
-      total.weight += m.weight;
-    }
-  }
-  return out;
-}
-
-std::vector<MetricValue> loss_metric_values(const LossMetrics& metrics) {
-  std::vector<MetricValue> out;
-  for (auto& [name, value] : metrics.items()) {
-    MetricValue m{name, value, MetricReduction::weighted_mean, metrics.num_tokens};
-    if (name == "loss" || name == "policy_loss" || name == "kl_loss" || name == "entropy_loss" ||
-        name == "num_tokens") {
-      m.reduction = MetricReduction::sum;
-    } else if (name.ends_with("/min")) {
-      m.reduction = MetricReduction::min;
-    } else if (name.ends_with("/max")) {
-      m.reduction = MetricReduction::max;
-    }
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Checkpoints.
-
-std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, CheckpointManager& manager,
-                                                     const models::CausalLM& model,
-                                                     const torch::optim::Optimizer& optimizer,
-                                                     const TrainerState& state,
-                                                     const models::CausalLM* reference) {
-  std::optional<std::filesystem::path> path;
-  std::exception_ptr failure;
-  if (group.is_main()) {
-    try {
-      path = manager.save(model, optimizer, state, reference);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
-  torch::Tensor ok = torch::tensor({failure ? int64_t{0} : int64_t{1}}, torch::kInt64);
-  group.broadcast_(ok, 0);
-  if (failure) std::rethrow_exception(failure);
-  GRPO_CHECK(ok.item<int64_t>() == 1, "save_checkpoint (rank {}): rank 0 failed to write checkpoint step {} in {}",
-             group.rank(), state.step, manager.options().directory.string());
-  return path;
-}
-
-TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
-                             torch::optim::Optimizer& optimizer, models::CausalLM* reference) {
-  TrainerState state;
-  std::exception_ptr failure;
-  try {
-    state = CheckpointManager::load(checkpoint, model, optimizer, reference);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  // All ranks learn whether every rank loaded; the minimum doubles as the barrier.
-  const double loaded = group.all_reduce(failure ? 0.0 : 1.0, ReduceOp::min);
-  if (failure) std::rethrow_exception(failure);
-  GRPO_CHECK(loaded == 1.0, "load_checkpoint (rank {}): another rank failed to load {}", group.rank(),
-             checkpoint.string());
-  if (group.world_size() > 1) {
-    SplitMix64 mix{state.seed ^ (static_cast<uint64_t>(state.step) * 0x9E3779B97F4A7C15ull) ^
-                   (static_cast<uint64_t>(group.rank()) << 48)};
-    torch::manual_seed(mix.next());
-  }
-  return state;
 }
 
 }  // namespace grpo::train

@@ -636,7 +636,7 @@ std::map<std::string, std::string> read_config_yaml(const fs::path& output_dir) 
 /// A short tiny-task run: 2 steps of 4 prompts, a 4-problem evaluation.
 const std::string kQuick = "--steps 2 --prompts 4 --eval-every 0 --eval-problems 4 --eval-samples 1 --save-every 0 ";
 
-TEST_CASE("r1_zero: a loss recipe's values apply unless overridden (--loss gspo trains GSPO's clip range)",
+TEST_CASE("r1_zero: the values of a loss recipe apply unless overridden (--loss gspo trains the GSPO clip range)",
           "[examples][config]") {
   const std::string& quick = kQuick;
   // --loss gspo trains with GSPO's ε (3e-4 / 4e-4): the same numbers as giving them explicitly.
@@ -666,7 +666,7 @@ TEST_CASE("r1_zero: a loss recipe's values apply unless overridden (--loss gspo 
   CHECK(config.at("epsilon_high") == "0.3");
 }
 
-TEST_CASE("r1_zero: --rewards alone, and a config's nested loss keys and reward entries", "[examples][config]") {
+TEST_CASE("r1_zero: --rewards alone, and nested loss keys and reward entries in a config", "[examples][config]") {
   const std::string& quick = kQuick;
   // --rewards accuracy alone: weight 1, no format reward.
   const auto accuracy = scratch("accuracy_only");

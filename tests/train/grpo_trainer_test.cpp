@@ -220,7 +220,7 @@ train::GrpoTrainerOptions small_options() {
 
 }  // namespace
 
-TEST_CASE("GrpoTrainer: pass rates count the judged completions only; the phases compose into step()",
+TEST_CASE("GrpoTrainer: pass rates count the judged completions only, and the phases compose into step()",
           "[train][trainer]") {
   // The judge: no value for prompt 0 (a failed call), value 1 ("correct") for prompt 1, 0 for the rest, and a
   // second reward that varies within groups so every group has spread.

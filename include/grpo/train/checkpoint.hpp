@@ -89,4 +89,26 @@ class CheckpointManager {
 std::string trainer_state_to_json(const TrainerState& state);
 TrainerState trainer_state_from_json(std::string_view json, std::string_view source = "trainer_state.json");
 
+// ---------------------------------------------------------------------------------------------------------------
+// Checkpoints of data-parallel runs (ProcessGroup: train/distributed.hpp).
+
+class ProcessGroup;
+
+/// Rank 0 writes the checkpoint (CheckpointManager::save); then every rank learns whether it succeeded (a
+/// broadcast that doubles as the barrier), so no rank reads or resumes from a half-written checkpoint. Returns the
+/// path on rank 0, nullopt elsewhere. When rank 0 fails, throws grpo::Error on every rank (rank 0's own error on
+/// rank 0). Collective.
+std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, CheckpointManager& manager,
+                                                     const models::CausalLM& model,
+                                                     const torch::optim::Optimizer& optimizer,
+                                                     const TrainerState& state,
+                                                     const models::CausalLM* reference = nullptr);
+
+/// Every rank loads the same checkpoint (CheckpointManager::load: the path must be readable by all ranks, e.g. a
+/// shared file system), then meets the others at a barrier. The saved generator state is rank 0's; with world size
+/// > 1 each rank then reseeds the default CPU generator from (state.seed, state.step, rank) so that ranks do not
+/// sample identical streams. Returns the trainer state. Collective.
+TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
+                             torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr);
+
 }  // namespace grpo::train

@@ -10,7 +10,7 @@
 #include <grpo/rewards/domain_rewards.hpp>
 #include <grpo/rewards/reward_prefetch.hpp>
 #include <grpo/rewards/reward_set.hpp>
-#include <grpo/train/distributed.hpp>
+#include <grpo/train/metrics.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -154,22 +154,14 @@ int run_score(const std::string& names, const std::string& config_path, std::siz
   return bad ? 1 : 0;
 }
 
-/// The chat messages of a {"messages": [{"role", "content"}, ...]} line.
+/// The chat messages of a {"messages": [{"role", "content"}, ...]} line (text::parse_chat_messages).
 std::vector<grpo::text::ChatMessage> parse_messages(const std::string& line) {
   simdjson::dom::parser parser;
   simdjson::dom::array list;
   if (parser.parse(line)["messages"].get_array().get(list)) {
     throw grpo::ParseError("needs an array field \"messages\"");
   }
-  std::vector<grpo::text::ChatMessage> messages;
-  for (auto item : list) {
-    std::string_view role, content;
-    if (item["role"].get_string().get(role) || item["content"].get_string().get(content)) {
-      throw grpo::ParseError(fmt::format("messages[{}] needs string fields \"role\" and \"content\"", messages.size()));
-    }
-    messages.push_back({std::string(role), std::string(content), std::nullopt});
-  }
-  return messages;
+  return grpo::text::parse_chat_messages(simdjson::minify(list), "messages");
 }
 
 grpo::text::Tokenizer load_tokenizer(const std::string& path) {

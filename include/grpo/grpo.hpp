@@ -52,6 +52,7 @@
 #include <grpo/math/graders.hpp>
 #include <grpo/math/verify.hpp>
 
+#include <grpo/text/chat_messages.hpp>
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
 

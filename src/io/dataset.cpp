@@ -8,6 +8,7 @@
 #include <grpo/io/json_lines.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/rewards/code_tests_reward.hpp>
+#include <grpo/text/chat_messages.hpp>
 
 #include <simdjson.h>
 
@@ -35,24 +36,13 @@ std::string required_text(const rewards::Row& row, std::string_view field) {
   return std::move(*text);
 }
 
-// A chat list [{"role": ..., "content": ...}, ...] given as JSON text.
+// A chat list [{"role": ..., "content": ...}, ...] given as JSON text (text::parse_chat_messages).
 std::vector<text::ChatMessage> parse_chat(std::string_view json, std::string_view field) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (const auto error = parser.parse(simdjson::padded_string(json)).get(root)) {
-    row_error(fmt::format("field '{}' is not a JSON chat list ({})", field, simdjson::error_message(error)));
-  }
-  simdjson::dom::array list;
-  if (root.get_array().get(list)) row_error(fmt::format("field '{}' should be a JSON list of messages", field));
   std::vector<text::ChatMessage> messages;
-  for (simdjson::dom::element item : list) {
-    std::string_view role;
-    std::string_view content;
-    if (item["role"].get_string().get(role) || item["content"].get_string().get(content)) {
-      row_error(fmt::format("field '{}': message {} should be an object with string 'role' and 'content'", field,
-                            messages.size()));
-    }
-    messages.push_back(text::ChatMessage{std::string(role), std::string(content), std::nullopt});
+  try {
+    messages = text::parse_chat_messages(json, field);
+  } catch (const ParseError& e) {
+    row_error(e.what());
   }
   if (messages.empty()) row_error(fmt::format("field '{}' holds no messages", field));
   return messages;

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Layered run configs (include/grpo/io/layered_config.hpp). One file over 700 lines: the yaml-cpp event handler that
+// builds the located tree, the typed getters, merging and overrides share the private node representation.
 #include <grpo/core/error.hpp>
 #include <grpo/io/layered_config.hpp>
 #include <grpo/io/read_file.hpp>

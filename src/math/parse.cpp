@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Recursive-descent LaTeX parser for answers: a hand-written lexer (no regex) feeding a precedence-climbing
-// parser. Grammar and conventions are described in include/grpo/math/expr.hpp and docs/math_verifier.md.
+// parser. Grammar and conventions are described in include/grpo/math/expr.hpp and docs/math_verifier.md. One file
+// over 700 lines: the grammar's productions are mutually recursive members of one parser.
 #include "grpo/math/expr.hpp"
 
 #include <algorithm>

@@ -244,4 +244,46 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, const Ch
   return out;
 }
 
+std::vector<ChatMessage> messages_in_context(std::span<const ChatMessage> messages, ChatFormat format) {
+  std::vector<ChatMessage> out(messages.begin(), messages.end());
+  if (format == ChatFormat::qwen3) {
+    // Rendering a prefix that ends before the last query must not show reasoning the whole conversation drops.
+    std::size_t last_query = out.empty() ? 0 : out.size() - 1;
+    for (std::size_t k = out.size(); k-- > 0;) {
+      if (out[k].role == "user" && !is_tool_response(out[k].content)) {
+        last_query = k;
+        break;
+      }
+    }
+    for (std::size_t i = 0; i < last_query; ++i) {
+      auto& m = out[i];
+      if (m.role != "assistant") continue;
+      if (m.reasoning_content) {
+        m.reasoning_content.reset();
+      } else if (m.content.find("</think>") != std::string::npos) {
+        m.content = std::string(lstrip_newlines(after_last(m.content, "</think>")));
+      }
+    }
+    return out;
+  }
+  for (auto& m : out) {
+    if (m.role == "assistant" && m.reasoning_content) {
+      m.content = "<think>\n" + *m.reasoning_content + "\n</think>\n\n" + m.content;
+      m.reasoning_content.reset();
+    }
+  }
+  return out;
+}
+
+std::string end_of_turn(ChatFormat format) {
+  switch (format) {
+    case ChatFormat::chatml:
+    case ChatFormat::qwen3:
+      return "<|im_end|>";
+    case ChatFormat::llama3:
+      return "<|eot_id|>";
+  }
+  return "<|im_end|>";
+}
+
 }  // namespace grpo::text

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Byte-level BPE as Hugging Face tokenizers runs it; see include/grpo/text/tokenizer.hpp for the pipeline.
+// Byte-level BPE as Hugging Face tokenizers runs it; see include/grpo/text/tokenizer.hpp for the pipeline. One file
+// over 700 lines: tokenizer.json loading, pre-tokenisation, BPE merges and decoding share the private model state.
 #include <grpo/text/tokenizer.hpp>
 
 #include <grpo/core/error.hpp>

@@ -9,6 +9,7 @@
 #include <grpo/io/json_lines.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/logprob/linear_log_probs.hpp>
+#include <grpo/text/chat_messages.hpp>
 #include <grpo/train/optimizer_step.hpp>
 #include <grpo/train/sft.hpp>
 #include <limits>
@@ -21,68 +22,6 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Chat → example
-
-std::string_view lstrip_newlines(std::string_view text) {
-  while (text.starts_with('\n')) text.remove_prefix(1);
-  return text;
-}
-
-/// Python's text.split(separator)[-1].
-std::string_view after_last(std::string_view text, std::string_view separator) {
-  const auto pos = text.rfind(separator);
-  return pos == std::string_view::npos ? text : text.substr(pos + separator.size());
-}
-
-bool is_tool_response(std::string_view content) {
-  return content.starts_with("<tool_response>") && content.ends_with("</tool_response>");
-}
-
-std::string default_end_of_turn(text::ChatFormat format) {
-  switch (format) {
-    case text::ChatFormat::chatml:
-    case text::ChatFormat::qwen3:
-      return "<|im_end|>";
-    case text::ChatFormat::llama3:
-      return "<|eot_id|>";
-  }
-  return "<|im_end|>";
-}
-
-/// The messages as the template renders them inside the whole conversation, so that rendering a prefix gives a prefix
-/// of the whole text. qwen3 (src/text/chat_template.cpp, Qwen3's Jinja template): an assistant message before the last
-/// user query loses its reasoning (reasoning_content, or a "<think>…</think>" prefix of the content); doing that here
-/// keeps prefixes that end before the query from still showing it. Other formats cannot render reasoning_content: it
-/// is folded into the content in DeepSeek-R1's distilled form.
-std::vector<text::ChatMessage> as_rendered_in_context(std::span<const text::ChatMessage> messages,
-                                                      text::ChatFormat format) {
-  std::vector<text::ChatMessage> out(messages.begin(), messages.end());
-  if (format == text::ChatFormat::qwen3) {
-    std::size_t last_query = out.size() - 1;
-    for (std::size_t k = out.size(); k-- > 0;) {
-      if (out[k].role == "user" && !is_tool_response(out[k].content)) {
-        last_query = k;
-        break;
-      }
-    }
-    for (std::size_t i = 0; i < last_query; ++i) {
-      auto& m = out[i];
-      if (m.role != "assistant") continue;
-      if (m.reasoning_content) {
-        m.reasoning_content.reset();
-      } else if (m.content.find("</think>") != std::string::npos) {
-        m.content = std::string(lstrip_newlines(after_last(m.content, "</think>")));
-      }
-    }
-    return out;
-  }
-  for (auto& m : out) {
-    if (m.role == "assistant" && m.reasoning_content) {
-      m.content = "<think>\n" + *m.reasoning_content + "\n</think>\n\n" + m.content;
-      m.reasoning_content.reset();
-    }
-  }
-  return out;
-}
 
 /// Up to 40 bytes of `text` from `at`, with newlines shown as \n, for error messages.
 std::string snippet(std::string_view text, std::size_t at) {
@@ -131,18 +70,13 @@ simdjson::dom::object object_item(simdjson::dom::element item, std::string_view 
   return object;
 }
 
+/// A `messages` list through text::parse_chat_messages, its errors prefixed with the row's place.
 std::vector<text::ChatMessage> read_messages(simdjson::dom::array list, std::string_view where) {
-  std::vector<text::ChatMessage> messages;
-  for (simdjson::dom::element item : list) {
-    const std::string path = fmt::format("messages[{}]", messages.size());
-    const auto object = object_item(item, path, where);
-    text::ChatMessage m;
-    m.role = string_field(object, "role", path + ".role", where);
-    m.content = string_field(object, "content", path + ".content", where);
-    m.reasoning_content = optional_string_field(object, "reasoning_content", path + ".reasoning_content", where);
-    messages.push_back(std::move(m));
+  try {
+    return text::parse_chat_messages(simdjson::minify(list), "messages");
+  } catch (const ParseError& e) {
+    row_error(where, e.what());
   }
-  return messages;
 }
 
 std::string role_of_sharegpt(std::string_view from) {
@@ -299,7 +233,7 @@ SftExample sft_example_from_chat(const text::Tokenizer& tokenizer, std::span<con
   GRPO_CHECK(!messages.empty(), "{}: the conversation has no messages", kWhat);
   const text::ChatTemplate& chat_template = options.chat_template ? *options.chat_template : tokenizer.chat_template();
   const text::ChatFormat format = chat_template.options().format;
-  const std::string end_of_turn = options.end_of_turn.empty() ? default_end_of_turn(format) : options.end_of_turn;
+  const std::string end_of_turn = options.end_of_turn.empty() ? text::end_of_turn(format) : options.end_of_turn;
 
   std::vector<std::size_t> assistants;
   for (std::size_t i = 0; i < messages.size(); ++i) {
@@ -313,7 +247,7 @@ SftExample sft_example_from_chat(const text::Tokenizer& tokenizer, std::span<con
              }());
   if (options.targets == SftTargets::last_assistant) assistants.erase(assistants.begin(), assistants.end() - 1);
 
-  const std::vector<text::ChatMessage> rendered = as_rendered_in_context(messages, format);
+  const std::vector<text::ChatMessage> rendered = text::messages_in_context(messages, format);
   for (const std::size_t i : assistants) {
     GRPO_CHECK(
         rendered[i].content.find(end_of_turn) == std::string::npos &&

@@ -204,9 +204,9 @@ TEST_CASE("malformed rows: stop names file:line and the field, skip counts them"
       {R"({"question": "q"})", &gsm8k, "missing field 'answer'"},
       {R"({"question": "q", "answer": "no marker"})", &gsm8k, "field 'answer' has no final answer"},
       {R"({"question": ["a", "b"], "answer": "#### 1"})", &gsm8k, "field 'question' should be text"},
-      {R"({"messages": "not json", "ground_truth": "1"})", &roll, "field 'messages' is not a JSON chat list"},
+      {R"({"messages": "not json", "ground_truth": "1"})", &roll, "field 'messages' is not a JSON list of messages"},
       {R"({"messages": "{\"role\": \"user\"}", "ground_truth": "1"})", &roll, "field 'messages' should be a JSON list"},
-      {R"({"messages": "[{\"role\": \"user\"}]", "ground_truth": "1"})", &roll, "message 0 should be an object"},
+      {R"({"messages": "[{\"role\": \"user\"}]", "ground_truth": "1"})", &roll, "missing field 'messages[0].content'"},
       {R"({"messages": "[]", "ground_truth": "1"})", &roll, "field 'messages' holds no messages"},
       {R"({"messages": "[{\"role\": \"user\", \"content\": \"q\"}]"})", &roll, "missing field 'ground_truth'"},
   };
@@ -454,7 +454,7 @@ TEST_CASE("ROLL multi-domain rows: bad rows name file:line, the field and the ta
       {roll_row(R"("tag": "general", "evaluation_criteria": ["ok", " "])"),
        {"tag 'general': field 'evaluation_criteria': item 1 is empty"}},
       {R"({"messages": "not json", "tag": "math", "ground_truth": "1"})",
-       {"tag 'math': field 'messages' is not a JSON chat list"}},
+       {"tag 'math': field 'messages' is not a JSON list of messages"}},
   };
   const std::string good = roll_row(R"("tag": "math", "ground_truth": "1")");
   for (const Case& c : cases) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
+#include <grpo/text/chat_messages.hpp>
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
 
@@ -163,4 +164,43 @@ TEST_CASE("qwen3 chat format matches the Qwen3 Jinja template", "[text][chat]") 
 
 TEST_CASE("llama3 chat format matches the Llama 3 Jinja template", "[text][chat]") {
   check_chat_reference("llama3", "llama3_reference.jsonl");
+}
+
+TEST_CASE("parse_chat_messages: role, content, optional reasoning; errors name the message and field", "[text][chat]") {
+  const auto messages = grpo::text::parse_chat_messages(
+      R"([{"role": "system", "content": "s"}, {"role": "assistant", "content": "a", "reasoning_content": "r", "x": 1},
+          {"role": "user", "content": "u", "reasoning_content": null}])");
+  REQUIRE(messages.size() == 3);
+  CHECK(messages[0].role == "system");
+  CHECK(messages[1].content == "a");
+  CHECK(messages[1].reasoning_content == std::optional<std::string>("r"));
+  CHECK(!messages[2].reasoning_content);
+  CHECK(grpo::text::parse_chat_messages("[]").empty());
+  using Catch::Contains;
+  CHECK_THROWS_WITH(grpo::text::parse_chat_messages("{}", "prompt"),
+                    Contains("field 'prompt' should be a JSON list of messages"));
+  CHECK_THROWS_WITH(grpo::text::parse_chat_messages("[1]"), Contains("field 'messages[0]' should be an object"));
+  CHECK_THROWS_WITH(grpo::text::parse_chat_messages(R"([{"role": "user"}])"),
+                    Contains("missing field 'messages[0].content'"));
+  CHECK_THROWS_WITH(grpo::text::parse_chat_messages(R"([{"role": "user", "content": "a"}, {"role": 2, "content": "b"}])"),
+                    Contains("field 'messages[1].role' should be a string"));
+  CHECK_THROWS_AS(grpo::text::parse_chat_messages("[{"), grpo::ParseError);
+}
+
+TEST_CASE("messages_in_context: qwen3 drops reasoning before the last query, other formats fold it into the content",
+          "[text][chat]") {
+  const Messages chat{{"user", "q1", std::nullopt},
+                      {"assistant", "<think>\nold\n</think>\n\na1", std::nullopt},
+                      {"assistant", "a2", std::string("r2")},
+                      {"user", "q2", std::nullopt},
+                      {"assistant", "a3", std::string("r3")}};
+  const auto qwen3 = grpo::text::messages_in_context(chat, ChatFormat::qwen3);
+  CHECK(qwen3[1].content == "a1");
+  CHECK(!qwen3[2].reasoning_content);
+  CHECK(qwen3[4].reasoning_content == std::optional<std::string>("r3"));  // after the last query: kept
+  const auto chatml = grpo::text::messages_in_context(chat, ChatFormat::chatml);
+  CHECK(chatml[2].content == "<think>\nr2\n</think>\n\na2");
+  CHECK(!chatml[4].reasoning_content);
+  CHECK(grpo::text::end_of_turn(ChatFormat::llama3) == "<|eot_id|>");
+  CHECK(grpo::text::end_of_turn(ChatFormat::qwen3) == "<|im_end|>");
 }

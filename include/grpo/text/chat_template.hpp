@@ -79,4 +79,14 @@ class ChatTemplate {
   ChatTemplateOptions options_;
 };
 
+/// The messages as `format` renders them inside the whole conversation, so that rendering a prefix of them gives a
+/// prefix of the whole text (what an SFT target mask needs). qwen3 (Qwen3's Jinja template): an assistant message
+/// before the last user query loses its reasoning (reasoning_content, or a "<think>…</think>" prefix of the
+/// content). The other formats cannot render reasoning_content: it is folded into the content as
+/// "<think>\n…\n</think>\n\n" (DeepSeek-R1's distilled form).
+std::vector<ChatMessage> messages_in_context(std::span<const ChatMessage> messages, ChatFormat format);
+
+/// The text that ends a turn in `format`: "<|im_end|>" (chatml, qwen3) or "<|eot_id|>" (llama3).
+std::string end_of_turn(ChatFormat format);
+
 }  // namespace grpo::text

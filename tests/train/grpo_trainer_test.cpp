@@ -97,7 +97,13 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
     train::GrpoTrainerOptions o{.steps = 4, .prompts_per_step = 4, .group_size = 4, .seed = 11};
     o.sampling.max_new_tokens = 2;
     o.loss = recipes::grpo();
-    o.kl.beta = 0.02;  // a frozen reference, and its KL term
+    o.kl = {.type = train::KlControl::adaptive, .beta = 0.02, .target = 1e-6, .horizon = 20};  // β moves every step
+    o.ref_sync_every = 1;  // a reference that moves too (saved in checkpoints)
+    o.ref_sync_alpha = 0.5;
+    o.dynamic_sampling_max_rounds = 2;  // extra rounds draw more prompts: the source's state matters
+    o.mu = 2;
+    o.micro_batches = 2;
+    o.generation_chunks = 2;
     o.learning_rate = 0.05;
     select_policy_loss(o.loss, "test_reinforce");
     trainer = std::make_unique<train::GrpoTrainer>(model, task, scorer, group, o);
@@ -113,21 +119,29 @@ TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train,
   train::CheckpointManager straight_checkpoints({.directory = dir / "straight", .keep_last = 0});
   CopyRun straight;
   std::vector<train::Scalars> metrics;
+  std::int64_t straight_drawn_at_2 = 0;
+  double beta_at_2 = 0.0;
   for (std::int64_t step = 1; step <= 4; ++step) {
     metrics.push_back(straight.trainer->step(step).scalars);
-    if (step == 2) straight.trainer->save(straight_checkpoints, step);
+    if (step == 2) {
+      straight.trainer->save(straight_checkpoints, step);
+      straight_drawn_at_2 = straight.task.drawn;
+      beta_at_2 = straight.trainer->kl_controller().beta();
+    }
   }
   // The run learned something and used the registered surrogate's gradient (the loss moved the weights).
   const std::map<std::string, double> last(metrics.back().begin(), metrics.back().end());
   CHECK(last.at("num_tokens") > 0);
   CHECK(last.count("kl") == 1);
   CHECK(std::isfinite(last.at("loss")));
+  CHECK(beta_at_2 != 0.02);  // the adaptive controller moved β
 
   // A new process's worth of objects, restored from step 2, runs steps 3 and 4: the same weights and metrics.
   CopyRun resumed;
   train::CheckpointManager resumed_checkpoints({.directory = dir / "straight", .keep_last = 0});
   REQUIRE(resumed.trainer->restore(resumed_checkpoints) == 2);
-  CHECK(resumed.task.drawn == 8);
+  CHECK(resumed.task.drawn == straight_drawn_at_2);
+  CHECK(resumed.trainer->kl_controller().beta() == beta_at_2);
   for (std::int64_t step = 3; step <= 4; ++step) {
     CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
   }

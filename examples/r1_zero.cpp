@@ -8,7 +8,7 @@
 //   r1_zero --config run.yaml --steps 50     settings from a YAML/JSON file (the command line wins)
 //
 // Every run writes the settings in effect (after recipe, config, --set and flags) to <output-dir>/config.yaml; that
-// file given to --config runs the same run again.
+// file given to --config runs the same run again (values the loss recipe supplied are written as comments).
 //
 // The tiny task asks "max d1 d2 d3 d4 d5 =" and wants "<think> </think> <answer> d </answer>" with d the largest
 // digit. Its starting policy is a Qwen2-shaped model built in code and warmed up to speak the format with a digit
@@ -228,7 +228,7 @@ int main(int argc, char** argv) try {
   CLI::App app{"GRPO R1-Zero training: the built-in tiny task, or a Hugging Face checkpoint on one or several data sets"};
   const auto flags = r1_zero::add_flags(app, s);
   CLI11_PARSE(app, argc, argv);
-  const r1_zero::RunConfig run = r1_zero::apply_config(app, *flags);
+  r1_zero::RunConfig run = r1_zero::apply_config(app, *flags);
   r1_zero::resolve(s, run);
   const bool tiny = s.task == "tiny";
 

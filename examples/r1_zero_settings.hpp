@@ -9,12 +9,15 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -35,7 +38,7 @@ struct Settings {
   std::int64_t top_k = 0;
   // Objective: the recipe, and overrides of its values (unset: the recipe's).
   std::string loss = "dapo", advantage = "grpo";
-  std::optional<std::string> kl_estimator;
+  std::optional<std::string> kl_estimator, policy_loss;
   std::optional<double> beta, epsilon, epsilon_high, entropy_coef;
   std::int64_t mu = 1, micro_batches = 1, ref_sync_every = 0;
   double ref_sync_alpha = 1.0;
@@ -82,7 +85,7 @@ struct Field {
   FieldValue value;
   std::string help;
   std::function<void(CLI::Option&)> check = nullptr;
-  bool written = true;  ///< part of config.yaml (not --resume: an action, not a setting)
+  bool written = true;  ///< part of config.yaml (not --resume, an action, nor --output-dir: a rerun must not overwrite)
 };
 
 inline auto member_of(std::vector<std::string> names) {
@@ -97,6 +100,22 @@ inline auto positive() {
 inline auto within(double lo, double hi) {
   return [lo, hi](CLI::Option& o) { o.check(CLI::Range(lo, hi)); };
 }
+/// A check that `parse` accepts the value (its ConfigError, listing the valid names, becomes the flag's error).
+template <typename Parse>
+auto accepted_by(Parse parse) {
+  return [parse](CLI::Option& o) {
+    o.check(CLI::Validator(
+        [parse](std::string& value) -> std::string {
+          try {
+            parse(value);
+            return {};
+          } catch (const grpo::ConfigError& e) {
+            return e.what();
+          }
+        },
+        "NAME"));
+  };
+}
 inline auto pair_list() {
   return [](CLI::Option& o) { o.delimiter(',')->expected(2); };
 }
@@ -108,7 +127,8 @@ inline std::vector<Field> fields(Settings& s) {
        [](CLI::Option& o) { o.check(CLI::ExistingDirectory); }},
       {"--data", &s.data_path, "JSON/JSONL data set (ROLL, TRL/NuminaMath, GSM8K or --data-format fields)",
        [](CLI::Option& o) { o.check(CLI::ExistingFile); }},
-      {"--data-format", &s.data_format, "detect, roll, trl, gsm8k or fields"},
+      {"--data-format", &s.data_format, "detect, roll, trl, gsm8k or fields",
+       accepted_by([](const std::string& v) { grpo::io::parse_dataset_format(v); })},
       {"--prompt-field", &s.prompt_field, "with --data-format fields: the prompt's field"},
       {"--answer-field", &s.answer_field, "with --data-format fields: the gold answer's field"},
       {"--on-bad-row", &s.on_bad_row, "stop or skip a malformed data row", member_of({"stop", "skip"})},
@@ -121,11 +141,23 @@ inline std::vector<Field> fields(Settings& s) {
       {"--top-p", &s.top_p, "nucleus sampling", within(1e-6, 1.0)},
       {"--top-k", &s.top_k, "top-k sampling (0 = off)", at_least_zero()},
       {"--min-p", &s.min_p, "min-p sampling (0 = off)", within(0.0, 1.0)},
-      {"--loss,--loss-type", &s.loss, "loss recipe: grpo, dr_grpo, dapo, gspo or cispo (recipes.hpp)"},
-      {"--advantage", &s.advantage, "advantage estimator (grpo, dr_grpo, rloo, reinforce_pp_baseline, gpg, pass_at_k, opo, ...)"},
+      {"--loss,--loss-type", &s.loss, "loss recipe: grpo, dr_grpo, dapo, gspo or cispo (recipes.hpp)",
+       accepted_by([](const std::string& v) { grpo::recipes::by_name(v, 1); })},
+      {"--policy-loss,--loss-policy", &s.policy_loss,
+       "surrogate: a built-in policy loss type (ppo_clip, cispo, sapo, gmpo, ...) or a registered name (unset: the recipe's)",
+       accepted_by([](const std::string& v) {
+         grpo::GrpoLossOptions o;
+         grpo::select_policy_loss(o, v);
+       })},
+      {"--advantage", &s.advantage, "advantage estimator (grpo, dr_grpo, rloo, reinforce_pp_baseline, gpg, pass_at_k, opo, or a registered name)",
+       accepted_by([](const std::string& v) {
+         grpo::GroupAdvantageOptions o;
+         grpo::select_advantage_estimator(o, v);
+       })},
       {"--beta,--loss-beta", &s.beta, "KL coefficient to the reference policy (0 = no reference; unset: the recipe's)",
        at_least_zero()},
-      {"--kl-estimator,--loss-kl-estimator", &s.kl_estimator, "k1, k2, k3, low_var_kl, ... (unset: the recipe's)"},
+      {"--kl-estimator,--loss-kl-estimator", &s.kl_estimator, "k1, k2, k3, low_var_kl, ... (unset: the recipe's)",
+       accepted_by([](const std::string& v) { grpo::parse_kl_estimator(v); })},
       {"--epsilon,--loss-epsilon", &s.epsilon, "clip range below (unset: the recipe's)", at_least_zero()},
       {"--epsilon-high,--loss-epsilon-high", &s.epsilon_high,
        "clip range above (unset: the recipe's; with a symmetric recipe and --epsilon, --epsilon)", at_least_zero()},
@@ -172,7 +204,8 @@ inline std::vector<Field> fields(Settings& s) {
       {"--max-grad-norm", &s.max_grad_norm, "gradient clipping (0 = off)", at_least_zero()},
       {"--warmup-steps", &s.warmup_steps, "linear learning-rate warm-up", at_least_zero()},
       {"--lr-decay", &s.lr_decay, "constant, linear or cosine", member_of({"constant", "linear", "cosine"})},
-      {"--output-dir", &s.output_dir, "metrics, TensorBoard events, samples, checkpoints and the resolved config.yaml"},
+      {"--output-dir", &s.output_dir, "metrics, TensorBoard events, samples, checkpoints and the resolved config.yaml",
+       nullptr, false},
       {"--log-every", &s.log_every, "console line period in steps", positive()},
       {"--log-completions", &s.log_completions, "completions per step written to completions.jsonl", at_least_zero()},
       {"--save-every", &s.save_every, "checkpoint period in steps (0 = only at the end)", at_least_zero()},
@@ -234,18 +267,28 @@ struct RunConfig {
   std::vector<grpo::train::ContextStage> stages;
   std::string domains_json, stages_json;  // the sections as given, for config.yaml
   std::string rewards_json;               // `rewards` given as a list of entries ({name, weight, options})
+  std::string rewards_source;             // "file:line" of that list, for errors
   bool rewards_given = false;             // --rewards (or a config's rewards) was given
+  std::set<std::string> derived;          // keys whose value came from the recipe or the default reward list
 };
 
 /// Applies a config tree to the flags the command line left unset. Nested maps name flags by their joined keys.
-inline void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, const std::string& prefix, RunConfig& run) {
+/// Which options the command line gave (they win over the config) and which config key set each other option (a
+/// later key naming the same setting, e.g. --set beta=0 over a base's loss.beta, replaces it).
+struct ConfigApplication {
+  std::set<const CLI::Option*> from_command_line;
+  std::map<const CLI::Option*, std::string> from_config;
+};
+
+inline void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, const std::string& prefix, RunConfig& run,
+                              ConfigApplication& applied) {
   for (const auto& [key, node] : map.entries()) {
     if (prefix.empty() && (key == "domains" || key == "stages")) continue;
     std::string flag_name = prefix + key;
     std::replace(flag_name.begin(), flag_name.end(), '_', '-');
     node.mark_read();
     if (node.is_map()) {
-      apply_config_tree(app, node, flag_name + "-", run);
+      apply_config_tree(app, node, flag_name + "-", run, applied);
       continue;
     }
     const std::string flag = "--" + flag_name;
@@ -255,18 +298,23 @@ inline void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, co
           fmt::format("{}: unknown field '{}' (run with --help for the flags)", node.source(), node.path()));
     }
     GRPO_CHECK_CONFIG(!node.is_null(), "{}: field '{}' is null", node.source(), node.path());
-    if (option->count() > 0) continue;  // given on the command line
+    GRPO_CHECK_CONFIG(!flag_name.starts_with("no-") || option->get_lnames().front() == flag_name,
+                      "{}: field '{}': write '{}: false' (a config names a setting, not its --no- flag)", node.source(),
+                      node.path(), option->get_lnames().front());
+    if (applied.from_command_line.count(option)) continue;  // the command line wins
     if (flag == "--rewards" && node.is_list() && !node.items().empty() && node.items().front().is_map()) {
       run.rewards_json = grpo::io::to_json(node);  // entries: RewardSet::from_config reads and checks them
+      run.rewards_source = node.source();
       run.rewards_given = true;
       continue;
     }
+    if (applied.from_config.count(option)) option->clear();  // a later layer names the same setting: it wins
+    applied.from_config[option] = node.path();
+    const std::vector<std::string> values = node.texts();  // its ConfigError names the place already
     try {
-      option->add_result(node.texts());
+      option->add_result(values);
       option->run_callback();
     } catch (const CLI::Error& e) {
-      throw grpo::ConfigError(fmt::format("{}: field '{}': {}", node.source(), node.path(), e.what()));
-    } catch (const grpo::ConfigError& e) {
       throw grpo::ConfigError(fmt::format("{}: field '{}': {}", node.source(), node.path(), e.what()));
     }
   }
@@ -281,7 +329,11 @@ inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
   grpo::io::ConfigNode root = flags.config_path.empty() ? grpo::io::parse_config("{}", "--set")
                                                         : grpo::io::load_layered_config(flags.config_path);
   for (const std::string& assignment : flags.overrides) grpo::io::apply_config_override(root, assignment);
-  apply_config_tree(app, root, "", run);
+  ConfigApplication applied;
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() > 0) applied.from_command_line.insert(option);
+  }
+  apply_config_tree(app, root, "", run, applied);
   run.rewards_given = run.rewards_given || app.get_option("--rewards")->count() > 0;
   if (const auto* domains = root.find("domains")) {
     run.domains = grpo::train::read_domains(*domains);
@@ -297,7 +349,7 @@ inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
 
 /// Fills in what depends on other settings: the task, the completion limit, the recipe's loss values, the reward
 /// weights. Throws ConfigError for combinations that cannot run.
-inline void resolve(Settings& s, const RunConfig& run) {
+inline void resolve(Settings& s, RunConfig& run) {
   if (!s.model_dir.empty()) s.task = "data";
   const bool tiny = s.task == "tiny";
   GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && (!s.data_path.empty() || !run.domains.empty())),
@@ -306,17 +358,26 @@ inline void resolve(Settings& s, const RunConfig& run) {
   if (s.max_new_tokens == 0) s.max_new_tokens = tiny ? 8 : 512;
   if (tiny && s.held_out == 0) s.held_out = 256;
   const auto recipe = grpo::recipes::by_name(s.loss, s.max_new_tokens);
+  // Unset overrides take the recipe's values; config.yaml writes those as comments, so that a rerun with another
+  // recipe takes that recipe's.
   const bool symmetric = recipe.policy.epsilon_low == recipe.policy.epsilon_high;
-  if (!s.epsilon_high) s.epsilon_high = symmetric && s.epsilon ? *s.epsilon : recipe.policy.epsilon_high;
-  if (!s.epsilon) s.epsilon = recipe.policy.epsilon_low;
-  if (!s.beta) s.beta = recipe.beta;
-  if (!s.entropy_coef) s.entropy_coef = recipe.entropy_coef;
-  if (!s.kl_estimator) {
-    s.kl_estimator = std::string(grpo::to_string(recipe.kl.estimator)) + (recipe.kl.straight_through ? "+" : "");
-  }
+  auto derive = [&](auto& value, auto recipe_value, const char* key) {
+    if (value) return;
+    value = recipe_value;
+    run.derived.insert(key);
+  };
+  derive(s.epsilon_high, symmetric && s.epsilon ? *s.epsilon : recipe.policy.epsilon_high, "epsilon_high");
+  derive(s.epsilon, recipe.policy.epsilon_low, "epsilon");
+  derive(s.beta, recipe.beta, "beta");
+  derive(s.entropy_coef, recipe.entropy_coef, "entropy_coef");
+  derive(s.kl_estimator, std::string(grpo::to_string(recipe.kl.estimator)) + (recipe.kl.straight_through ? "+" : ""),
+         "kl_estimator");
+  derive(s.policy_loss, std::string(grpo::policy_loss_type_name(recipe.policy.type)), "policy_loss");
   if (run.rewards_json.empty() && s.reward_config.empty()) {
     if (s.reward_weights.empty()) {
       s.reward_weights = run.rewards_given ? std::vector<double>(s.rewards.size(), 1.0) : kDefaultRewardWeights;
+      run.derived.insert("reward_weights");
+      if (!run.rewards_given) run.derived.insert("rewards");  // the default list and its weights go together
     }
     GRPO_CHECK_CONFIG(s.reward_weights.size() == s.rewards.size(), "--reward-weights: {} weights for {} rewards ({})",
                       s.reward_weights.size(), s.rewards.size(), fmt::join(s.rewards, ", "));
@@ -326,7 +387,13 @@ inline void resolve(Settings& s, const RunConfig& run) {
 /// The run's reward set: --reward-config, the config's list of entries, or --rewards with --reward-weights.
 inline grpo::rewards::RewardSet make_rewards(const Settings& s, const RunConfig& run) {
   if (!s.reward_config.empty()) return grpo::rewards::RewardSet::from_config(grpo::io::read_file(s.reward_config));
-  if (!run.rewards_json.empty()) return grpo::rewards::RewardSet::from_config(run.rewards_json);
+  if (!run.rewards_json.empty()) {
+    try {
+      return grpo::rewards::RewardSet::from_config(run.rewards_json);
+    } catch (const grpo::ConfigError& e) {
+      throw grpo::ConfigError(fmt::format("{}: 'rewards': {}", run.rewards_source, e.what()));
+    }
+  }
   const auto registry = grpo::rewards::RewardRegistry::with_builtins();
   std::vector<grpo::rewards::RewardSetEntry> entries;
   for (std::size_t i = 0; i < s.rewards.size(); ++i) {
@@ -372,6 +439,7 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   o.loss.policy.epsilon_high = *s.epsilon_high;
   o.loss.kl = grpo::parse_kl_estimator(*s.kl_estimator);
   o.loss.entropy_coef = *s.entropy_coef;
+  grpo::select_policy_loss(o.loss, *s.policy_loss);
   grpo::select_advantage_estimator(o.advantage, s.advantage);  // a built-in or a registered estimator
   o.kl = {.type = grpo::train::parse_kl_control(s.kl_control), .beta = *s.beta, .target = s.kl_target,
           .horizon = s.kl_horizon};
@@ -417,14 +485,19 @@ inline std::string yaml_value(const FieldValue& value) {
 
 /// config.yaml: every setting with the value in effect, then the domains and stages sections; --config reads it back.
 inline void write_config(const fs::path& path, const Flags& flags, const RunConfig& run) {
-  std::string text = "# The settings of this run as they took effect (recipe, config, --set and flags resolved).\n";
+  std::string text =
+      "# The settings of this run as they took effect (config, --set and flags resolved); `r1_zero --config` on this\n"
+      "# file runs the same run (give it an --output-dir). Commented lines are values the run did not set (its loss\n"
+      "# recipe's, or the default reward list's): a rerun with another recipe takes that recipe's.\n";
   for (const Field& field : flags.fields) {
     const std::string key = config_key(field);
     if (!field.written) continue;
     if (!run.rewards_json.empty() && (key == "rewards" || key == "reward_weights")) continue;
     const std::string value = yaml_value(field.value);
     if (value.empty() || value == "[]" || value == "\"\"") continue;  // unset: the default applies
-    text += fmt::format("{}: {}\n", key, value);
+    // A value the recipe (or the default reward list) gave is a comment: a rerun with another recipe takes its own.
+    text += fmt::format("{}{}: {}{}\n", run.derived.count(key) ? "# " : "", key, value,
+                        run.derived.count(key) ? "  # not set: the recipe's or the default list's" : "");
   }
   if (!run.rewards_json.empty()) text += fmt::format("rewards: {}\n", run.rewards_json);
   if (!run.domains_json.empty()) text += fmt::format("domains: {}\n", run.domains_json);

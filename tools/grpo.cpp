@@ -161,7 +161,9 @@ std::vector<grpo::text::ChatMessage> parse_messages(const std::string& line) {
   if (parser.parse(line)["messages"].get_array().get(list)) {
     throw grpo::ParseError("needs an array field \"messages\"");
   }
-  return grpo::text::parse_chat_messages(simdjson::minify(list), "messages");
+  auto messages = grpo::text::parse_chat_messages(simdjson::minify(list), "messages");
+  for (auto& m : messages) m.reasoning_content.reset();  // rendered as a prompt, as the data sets do
+  return messages;
 }
 
 grpo::text::Tokenizer load_tokenizer(const std::string& path) {

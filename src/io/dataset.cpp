@@ -45,6 +45,7 @@ std::vector<text::ChatMessage> parse_chat(std::string_view json, std::string_vie
     row_error(e.what());
   }
   if (messages.empty()) row_error(fmt::format("field '{}' holds no messages", field));
+  for (auto& m : messages) m.reasoning_content.reset();  // a prompt is rendered without earlier turns' reasoning
   return messages;
 }
 

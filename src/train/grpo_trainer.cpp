@@ -141,7 +141,10 @@ StepReport GrpoTrainer::step(std::int64_t step) {
   const AdvantageOutput adv = advantages(batch);
   const UpdateResult update = policy_update(batch, adv);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return finish_step(batch, adv, update, seconds);
+  StepReport report = finish_step(batch, adv, update, seconds);
+  report.batch = nullptr;  // the step's data ends here
+  report.advantages = nullptr;
+  return report;
 }
 
 void GrpoTrainer::begin_step(std::int64_t step) {
@@ -221,7 +224,7 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
       }
       auto chunk_batch = completions_of(chunks.back(), part, group_size);
       for (Completion& completion : chunk_batch) completion.group += begin;  // index into this round's problems
-      scorer_.prefetch(chunk_batch);
+      if (scorer_.prefetches()) scorer_.prefetch(chunk_batch);
       round_batch.insert(round_batch.end(), std::make_move_iterator(chunk_batch.begin()),
                          std::make_move_iterator(chunk_batch.end()));
     }

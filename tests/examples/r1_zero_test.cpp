@@ -619,14 +619,17 @@ TEST_CASE("r1_zero pass-rate filter: a failing judge scores nothing and retires 
 
 namespace {
 
-/// config.yaml of a run as key → value text (top-level scalar and flow-list lines).
+/// config.yaml of a run as key → value text (top-level scalar and flow-list lines). A value the run did not set (the
+/// recipe's, written as a comment "# key: value  # not set: ...") is read too, with its key prefixed by "# ".
 std::map<std::string, std::string> read_config_yaml(const fs::path& output_dir) {
   std::map<std::string, std::string> out;
   std::ifstream in(output_dir / "config.yaml");
   for (std::string line; std::getline(in, line);) {
+    const bool derived = line.starts_with("# ") && line.find("  # not set") != std::string::npos;
+    if (derived) line = line.substr(2, line.find("  # not set") - 2);
     const auto colon = line.find(": ");
     if (line.empty() || line[0] == '#' || colon == std::string::npos) continue;
-    out[line.substr(0, colon)] = line.substr(colon + 2);
+    out[(derived ? "# " : "") + line.substr(0, colon)] = line.substr(colon + 2);
   }
   return out;
 }
@@ -647,22 +650,23 @@ TEST_CASE("r1_zero: the values of a loss recipe apply unless overridden (--loss 
     CHECK(deterministic(read_metrics(gspo).at(step)) == deterministic(read_metrics(gspo_explicit).at(step)));
   }
   auto config = read_config_yaml(gspo);
-  CHECK(config.at("epsilon") == "0.0003");
-  CHECK(config.at("epsilon_high") == "0.0004");
+  CHECK(config.at("# epsilon") == "0.0003");  // the recipe's: a comment, so a rerun with another recipe takes its own
+  CHECK(config.at("# epsilon_high") == "0.0004");
   // grpo: its own symmetric ε and β (a reference model, so a KL metric); --epsilon alone keeps it symmetric.
   const auto grpo_dir = scratch("grpo");
   REQUIRE(r1_zero(quick + "--loss grpo", grpo_dir).status == 0);
   config = read_config_yaml(grpo_dir);
-  CHECK(config.at("epsilon_high") == "0.2");
-  CHECK(config.at("beta") == "0.04");
+  CHECK(config.at("# epsilon_high") == "0.2");
+  CHECK(config.at("# beta") == "0.04");
   CHECK(read_metrics(grpo_dir).at(2).count("kl") == 1);
   REQUIRE(r1_zero(quick + "--loss grpo --epsilon 0.1 --beta 0", grpo_dir).status == 0);
   config = read_config_yaml(grpo_dir);
-  CHECK(config.at("epsilon_high") == "0.1");
+  CHECK(config.at("# epsilon_high") == "0.1");
+  CHECK(config.at("epsilon") == "0.1");
   CHECK(read_metrics(grpo_dir).at(2).count("kl") == 0);
   REQUIRE(r1_zero(quick + "--epsilon-high 0.3", grpo_dir).status == 0);  // dapo: ε_low stays the recipe's
   config = read_config_yaml(grpo_dir);
-  CHECK(config.at("epsilon") == "0.2");
+  CHECK(config.at("# epsilon") == "0.2");
   CHECK(config.at("epsilon_high") == "0.3");
 }
 
@@ -675,7 +679,8 @@ TEST_CASE("r1_zero: --rewards alone, and nested loss keys and reward entries in 
   REQUIRE(run.status == 0);
   CHECK(read_metrics(accuracy).at(2).count("rewards/accuracy/mean") == 1);
   CHECK(read_metrics(accuracy).at(2).count("rewards/format/mean") == 0);
-  CHECK(read_config_yaml(accuracy).at("reward_weights") == "[1]");
+  CHECK(read_config_yaml(accuracy).at("# reward_weights") == "[1]");
+  CHECK(read_config_yaml(accuracy).at("rewards") == "[\"accuracy\"]");
   auto bad = r1_zero(quick + "--rewards accuracy,format --reward-weights 1", accuracy);
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("--reward-weights: 1 weights for 2 rewards"));
@@ -691,7 +696,8 @@ TEST_CASE("r1_zero: --rewards alone, and nested loss keys and reward entries in 
   REQUIRE(layered.status == 0);
   const auto config = read_config_yaml(nested / "out");
   CHECK(config.at("loss") == "\"dapo\"");
-  CHECK(config.at("beta") == "0.04");
+  CHECK(config.at("beta") == "0.04");          // the base's loss.beta
+  CHECK(config.at("epsilon") == "0.2");        // the base's loss.epsilon
   CHECK(config.at("epsilon_high") == "0.28");
   CHECK_THAT(config.at("rewards"), Catch::Contains("\"weight\":0.5"));
   CHECK(read_metrics(nested / "out").at(2).count("rewards/format/mean") == 1);
@@ -699,6 +705,25 @@ TEST_CASE("r1_zero: --rewards alone, and nested loss keys and reward entries in 
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("--set loss.epsilonn=0.1: unknown field 'loss.epsilonn'"));
   CHECK(!fs::exists(nested / "bad" / "metrics.jsonl"));  // nothing half-written
+  // A later layer naming the same setting wins: --set beta=0 over the base's loss.beta (no reference, no KL).
+  const auto overridden = r1_zero(quick + "--config " + (nested / "dapo.yaml").string() + " --set beta=0", nested / "beta0");
+  INFO(overridden.out);
+  REQUIRE(overridden.status == 0);
+  CHECK(read_config_yaml(nested / "beta0").at("beta") == "0");
+  CHECK(read_metrics(nested / "beta0").at(2).count("kl") == 0);
+  // A --no- flag as a key, and a reward entry the registry does not know: errors with the place.
+  std::ofstream(nested / "negated.yaml") << "steps: 1\nno_tensorboard: true\n";
+  bad = r1_zero("--config " + (nested / "negated.yaml").string(), nested / "bad");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("negated.yaml:2: field 'no_tensorboard': write 'tensorboard: false'"));
+  std::ofstream(nested / "typo.yaml") << "steps: 1\nrewards: [{name: acuracy}]\n";
+  bad = r1_zero("--config " + (nested / "typo.yaml").string(), nested / "bad");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("typo.yaml:2: 'rewards'") && Catch::Contains("acuracy"));
+  bad = r1_zero(quick + "--set loss.type=ppo", nested / "bad");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("--set loss.type=ppo: field 'loss.type'") &&
+                          Catch::Contains("unknown loss recipe 'ppo'"));
 
   // The two files of docs/training_helpers.md as written there, with a real model directory and data file.
   const auto model_dir = tiny_qwen_checkpoint();
@@ -738,4 +763,11 @@ TEST_CASE("r1_zero: the config.yaml a run writes, given back to --config, runs t
     CHECK(deterministic(a.at(step)) == deterministic(b.at(step)));
   }
   CHECK(a.at(3).at("context/max_new_tokens") == 8);
+  // The recipe's values were comments: the same config with another recipe takes that recipe's clip range.
+  const auto cispo = r1_zero("--config " + (first / "run" / "config.yaml").string() + " --loss cispo --steps 1",
+                             first / "cispo");
+  INFO(cispo.out);
+  REQUIRE(cispo.status == 0);
+  CHECK(read_config_yaml(first / "cispo").at("# epsilon_high") == "5");
+  CHECK(!fs::exists(first / "run" / "config.yaml.tmp"));
 }

@@ -166,7 +166,7 @@ TEST_CASE("llama3 chat format matches the Llama 3 Jinja template", "[text][chat]
   check_chat_reference("llama3", "llama3_reference.jsonl");
 }
 
-TEST_CASE("parse_chat_messages: role, content, optional reasoning; errors name the message and field", "[text][chat]") {
+TEST_CASE("parse_chat_messages: role, content, optional reasoning, and errors that name the message and field", "[text][chat]") {
   const auto messages = grpo::text::parse_chat_messages(
       R"([{"role": "system", "content": "s"}, {"role": "assistant", "content": "a", "reasoning_content": "r", "x": 1},
           {"role": "user", "content": "u", "reasoning_content": null}])");

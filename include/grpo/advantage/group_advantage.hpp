@@ -36,24 +36,6 @@
 
 namespace grpo {
 
-/// How a group's rewards become advantages. Notation: group p has the valid (non-NaN) rewards r_1..r_n,
-/// μ = their mean, σ = their Bessel std (n − 1, as torch.std), ε = GroupAdvantageOptions::eps.
-enum class AdvantageEstimator {
-  grpo,     ///< (r − μ)/(σ + ε). TRL scale_rewards="group" (ε 1e-4), verl grpo (ε 1e-6), OpenRLHF group_norm.
-  dr_grpo,  ///< r − μ (Dr. GRPO). TRL scale_rewards="none", verl norm_adv_by_std_in_grpo=False.
-  group_mean_batch_std,  ///< (r − μ)/(σ_batch + ε), σ_batch = Bessel std of every valid reward in the batch.
-                         ///< TRL scale_rewards="batch"; ROLL norm_mean_type=group, norm_std_type=batch (Lite-PPO).
-  rloo,                  ///< n/(n − 1)·(r_i − μ) = r_i − mean of the other n − 1. verl rloo, OpenRLHF rloo.
-  reinforce_pp_baseline,  ///< c = r − μ, then masked_whiten over the batch: (c − m)·rsqrt(v + whiten_eps), m and v the
-                          ///< mean and unbiased variance of c, token-weighted when lengths are given. verl
-                          ///< reinforce_plus_plus_baseline.
-  gpg,        ///< α·(r − μ), α = B / max(count_nonzero(r), 1) over the batch (B = valid rewards). verl gpg
-              ///< (f_norm = 1).
-  pass_at_k,  ///< only the group's best sample gets r_max − r_2nd (÷ (σ + ε) when pass_at_k_scale_by_std),
-              ///< all others 0. verl grpo_passk.
-  opo,        ///< r − b, b = Σ_j |o_j|·r_j / Σ_j |o_j| (length-weighted baseline; needs lengths). verl opo.
-};
-
 /// What a group with exactly one valid reward gets (no baseline can be formed from one sample).
 enum class SingletonGroup {
   zero,        ///< advantage 0 and left out of batch whitening. TRL (its nanstd is NaN, then nan_to_num → 0).
@@ -72,18 +54,6 @@ enum class RewardAggregation {
 
 namespace detail {
 
-inline constexpr EnumNames<AdvantageEstimator, 8> kAdvantageEstimatorNames{{
-    {AdvantageEstimator::grpo, "grpo"},
-    {AdvantageEstimator::dr_grpo, "dr_grpo"},
-    {AdvantageEstimator::group_mean_batch_std, "group_mean_batch_std"},
-    {AdvantageEstimator::rloo, "rloo"},
-    {AdvantageEstimator::reinforce_pp_baseline, "reinforce_pp_baseline"},
-    {AdvantageEstimator::gpg, "gpg"},
-    {AdvantageEstimator::pass_at_k, "pass_at_k"},
-    {AdvantageEstimator::opo, "opo"},
-}};
-static_assert(names_are_unique(kAdvantageEstimatorNames));
-
 inline constexpr EnumNames<SingletonGroup, 3> kSingletonGroupNames{{
     {SingletonGroup::zero, "zero"},
     {SingletonGroup::raw_reward, "raw_reward"},
@@ -99,10 +69,7 @@ static_assert(names_are_unique(kRewardAggregationNames));
 
 }  // namespace detail
 
-/// The option names as written in configs and error messages ("grpo", "raw_reward", "normalize_then_sum", ...).
-inline std::string_view to_string(AdvantageEstimator value) {
-  return detail::enum_name(value, detail::kAdvantageEstimatorNames);
-}
+/// The option names as written in configs and error messages ("raw_reward", "normalize_then_sum", ...).
 inline std::string_view to_string(SingletonGroup value) {
   return detail::enum_name(value, detail::kSingletonGroupNames);
 }
@@ -110,18 +77,6 @@ inline std::string_view to_string(RewardAggregation value) {
   return detail::enum_name(value, detail::kRewardAggregationNames);
 }
 
-inline AdvantageRegistry& AdvantageRegistry::global() {
-  static AdvantageRegistry registry(detail::joined_names(detail::kAdvantageEstimatorNames), [](std::string_view name) {
-    return detail::find_enum(name, detail::kAdvantageEstimatorNames).has_value();
-  });
-  return registry;
-}
-
-/// Parses an estimator name ("grpo", "dr_grpo", "group_mean_batch_std", "rloo", "reinforce_pp_baseline", "gpg",
-/// "pass_at_k", "opo"); throws ConfigError naming the unknown name and listing the valid ones.
-inline AdvantageEstimator parse_advantage_estimator(std::string_view name) {
-  return detail::parse_enum(name, detail::kAdvantageEstimatorNames, "advantage estimator");
-}
 /// Parses "zero", "raw_reward" or "error"; throws ConfigError listing the valid names otherwise.
 inline SingletonGroup parse_singleton_group(std::string_view name) {
   return detail::parse_enum(name, detail::kSingletonGroupNames, "singleton group policy");

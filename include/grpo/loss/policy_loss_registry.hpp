@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Surrogates added without editing the library: register a function under a name, then select it by that name
-// wherever a policy loss is named (GrpoLossOptions::policy_loss_name, select_policy_loss, a run config's `loss`).
+// wherever a policy loss is named (GrpoLossOptions::policy_loss_name, select_policy_loss, r1_zero's --policy-loss).
 // GrpoLoss calls it in place of the built-in policy_loss(), with the same inputs, and does everything else as for a
 // built-in surrogate (masks, importance correction, KL term, aggregation with the normaliser, entropy bonus, metrics).
 //

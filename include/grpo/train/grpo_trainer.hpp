@@ -125,7 +125,8 @@ struct UpdateResult {
   double beta = 0.0;  ///< the KL coefficient the loss used
 };
 
-/// What a step did, for callbacks. `batch` and `advantages` point at the step's data and are valid during the call.
+/// What a step did. In callbacks, `batch` and `advantages` point at the step's data (valid during the call); the
+/// report step() and finish_step() return has them null once the step's data is gone (step()) or as the caller's.
 struct StepReport {
   std::int64_t step = 0;
   bool trained = true;
@@ -172,7 +173,8 @@ class GrpoTrainer {
 
   void add_callback(std::shared_ptr<TrainerCallback> callback);
 
-  /// The whole step: begin_step, collect_groups, advantages, policy_update, finish_step.
+  /// The whole step: begin_step, collect_groups, advantages, policy_update, finish_step. The report's batch and
+  /// advantages are null (the step's data is gone); call the phases to keep them.
   StepReport step(std::int64_t step);
 
   // The phases, in order.

@@ -24,7 +24,7 @@ struct Problem {
   std::string prompt_text;                 ///< the same prompt as text
   std::shared_ptr<const rewards::Row> row; ///< gold answer, tests, criteria, tag, ... (may be null)
   std::size_t domain = 0;                  ///< index into PromptSource::domain_names(): decided once, at load
-  std::string id;                          ///< the pass-rate filter's key ("" when the source has no filter)
+  std::string id;                          ///< unique over the run's prompts: a curriculum's key (may be "")
 };
 
 /// Where GrpoTrainer's prompts come from. Called on every rank with the same arguments in the same order: the

@@ -83,6 +83,8 @@ class StepScorer {
   void clear();
 
   bool per_domain() const { return domains_.has_value(); }
+  /// Whether prefetch() does anything (overlap on, and some reward is completion-scoped).
+  bool prefetches() const { return prefetcher_ != nullptr; }
   /// The first entry's label (of the first domain), for a console line.
   std::string headline_reward() const;
 

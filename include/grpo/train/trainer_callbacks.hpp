@@ -34,7 +34,7 @@ class MetricsLog final : public TrainerCallback {
 };
 
 /// The first `per_step` kept completions of every step to a completion table (CompletionTableWriter); the domain
-/// column is written when the prompt source has several domains.
+/// column is written when the scorer has per-domain reward sets.
 class CompletionLog final : public TrainerCallback {
  public:
   CompletionLog(const std::filesystem::path& path, std::int64_t per_step, OpenMode mode = OpenMode::truncate);
@@ -47,7 +47,7 @@ class CompletionLog final : public TrainerCallback {
 
 /// Console output: every `every` steps (and the first and last of the run) a progress line with reward, the headline
 /// reward (or each domain's accuracy), zero-std fraction, entropy, length, dynamic-sampling rounds and adaptive β;
-/// with several domains a line per domain; a line per evaluation; a line per context stage switch.
+/// with per-domain reward sets a line per domain; a line per evaluation; a line per context stage switch.
 class ProgressLog final : public TrainerCallback {
  public:
   /// Steps first_step .. total_steps are this run's (a resumed run starts past 1).

@@ -210,10 +210,12 @@ grpo::train::StepScorer make_scorer(const r1_zero::Settings& s, const r1_zero::R
   const auto registry = grpo::rewards::RewardRegistry::with_builtins();
   std::vector<grpo::train::ScoringDomain> domains;
   for (const auto& d : run.domains) {
+    if (d.rewards_json.empty()) {  // the run's rewards, whose errors name their own place
+      domains.push_back(d.scoring_domain(r1_zero::make_rewards(s, run)));
+      continue;
+    }
     try {
-      auto rewards = d.rewards_json.empty() ? r1_zero::make_rewards(s, run)
-                                            : grpo::rewards::RewardSet::from_config(d.rewards_json, registry);
-      domains.push_back(d.scoring_domain(std::move(rewards)));
+      domains.push_back(d.scoring_domain(grpo::rewards::RewardSet::from_config(d.rewards_json, registry)));
     } catch (const grpo::ConfigError& e) {
       throw grpo::ConfigError(fmt::format("{}: domains.{}.rewards: {}", d.rewards_source, d.name, e.what()));
     }
@@ -230,6 +232,13 @@ int main(int argc, char** argv) try {
   CLI11_PARSE(app, argc, argv);
   r1_zero::RunConfig run = r1_zero::apply_config(app, *flags);
   r1_zero::resolve(s, run);
+  // Running a run's own config.yaml again into its own directory would overwrite the run it repeats.
+  const fs::path own_config = s.output_dir / "config.yaml";
+  GRPO_CHECK_CONFIG(s.resume || flags->config_path.empty() || !fs::exists(own_config) ||
+                        !fs::equivalent(flags->config_path, own_config),
+                    "--config {} is the config.yaml of --output-dir {}: this run would overwrite the run it repeats; "
+                    "give another --output-dir (or --resume to continue it)",
+                    flags->config_path.string(), s.output_dir.string());
   const bool tiny = s.task == "tiny";
 
   // One process, or one rank of scripts/launch.sh -n N (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): each rank

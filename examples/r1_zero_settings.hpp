@@ -273,11 +273,11 @@ struct RunConfig {
 };
 
 /// Applies a config tree to the flags the command line left unset. Nested maps name flags by their joined keys.
-/// Which options the command line gave (they win over the config) and which config key set each other option (a
-/// later key naming the same setting, e.g. --set beta=0 over a base's loss.beta, replaces it).
+/// Which options the command line gave (they win over the config) and which config key set each other option. Two
+/// keys naming one setting (beta and loss.beta) are an error, except that a --set override wins over a file's key.
 struct ConfigApplication {
   std::set<const CLI::Option*> from_command_line;
-  std::map<const CLI::Option*, std::string> from_config;
+  std::map<const CLI::Option*, const grpo::io::ConfigNode*> from_config;
 };
 
 inline void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, const std::string& prefix, RunConfig& run,
@@ -308,8 +308,16 @@ inline void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, co
       run.rewards_given = true;
       continue;
     }
-    if (applied.from_config.count(option)) option->clear();  // a later layer names the same setting: it wins
-    applied.from_config[option] = node.path();
+    if (const auto it = applied.from_config.find(option); it != applied.from_config.end()) {
+      const grpo::io::ConfigNode& earlier = *it->second;
+      const bool node_is_set = node.source().starts_with("--set"), earlier_is_set = earlier.source().starts_with("--set");
+      if (earlier_is_set && !node_is_set) continue;  // the --set override stands
+      GRPO_CHECK_CONFIG(node_is_set && !earlier_is_set,
+                        "{}: '{}' and {}: '{}' set the same setting (--{}); keep one of them", node.source(),
+                        node.path(), earlier.source(), earlier.path(), option->get_lnames().front());
+      option->clear();  // --set replaces the file's value
+    }
+    applied.from_config[option] = &node;
     const std::vector<std::string> values = node.texts();  // its ConfigError names the place already
     try {
       option->add_result(values);
@@ -373,6 +381,9 @@ inline void resolve(Settings& s, RunConfig& run) {
   derive(s.kl_estimator, std::string(grpo::to_string(recipe.kl.estimator)) + (recipe.kl.straight_through ? "+" : ""),
          "kl_estimator");
   derive(s.policy_loss, std::string(grpo::policy_loss_type_name(recipe.policy.type)), "policy_loss");
+  GRPO_CHECK_CONFIG(s.reward_weights.empty() || (run.rewards_json.empty() && s.reward_config.empty()),
+                    "--reward-weights weighs --rewards names; with reward entries ({}) give each entry its 'weight'",
+                    run.rewards_json.empty() ? "--reward-config" : run.rewards_source);
   if (run.rewards_json.empty() && s.reward_config.empty()) {
     if (s.reward_weights.empty()) {
       s.reward_weights = run.rewards_given ? std::vector<double>(s.rewards.size(), 1.0) : kDefaultRewardWeights;

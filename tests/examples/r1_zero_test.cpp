@@ -711,6 +711,12 @@ TEST_CASE("r1_zero: --rewards alone, and nested loss keys and reward entries in 
   REQUIRE(overridden.status == 0);
   CHECK(read_config_yaml(nested / "beta0").at("beta") == "0");
   CHECK(read_metrics(nested / "beta0").at(2).count("kl") == 0);
+  // Two spellings of one setting in the files: an error naming both places.
+  std::ofstream(nested / "twice.yaml") << "extends: base.yaml\nbeta: 0\n";
+  bad = r1_zero("--config " + (nested / "twice.yaml").string(), nested / "bad");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("twice.yaml:2: 'beta' and ") &&
+                          Catch::Contains("base.yaml:1: 'loss.beta' set the same setting (--beta)"));
   // A --no- flag as a key, and a reward entry the registry does not know: errors with the place.
   std::ofstream(nested / "negated.yaml") << "steps: 1\nno_tensorboard: true\n";
   bad = r1_zero("--config " + (nested / "negated.yaml").string(), nested / "bad");
@@ -769,5 +775,11 @@ TEST_CASE("r1_zero: the config.yaml a run writes, given back to --config, runs t
   INFO(cispo.out);
   REQUIRE(cispo.status == 0);
   CHECK(read_config_yaml(first / "cispo").at("# epsilon_high") == "5");
+  // Its own config.yaml into its own directory would overwrite the run: refused.
+  const auto onto_itself = grpo::testing::run_command(std::string(GRPO_R1_ZERO_PATH) + " --config " +
+                                                      (first / "run" / "config.yaml").string() + " --output-dir " +
+                                                      (first / "run").string() + " 2>&1");
+  CHECK(onto_itself.status != 0);
+  CHECK_THAT(onto_itself.out, Catch::Contains("this run would overwrite the run it repeats"));
   CHECK(!fs::exists(first / "run" / "config.yaml.tmp"));
 }

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -235,8 +236,8 @@ struct Flags {
   std::vector<std::string> overrides;
 };
 
-inline std::shared_ptr<Flags> add_flags(CLI::App& app, Settings& s) {
-  auto flags = std::make_shared<Flags>(Flags{fields(s), {}, {}});
+inline std::unique_ptr<Flags> add_flags(CLI::App& app, Settings& s) {
+  auto flags = std::make_unique<Flags>(Flags{fields(s), {}, {}});  // at a fixed address: CLI11 writes into it
   for (const Field& field : flags->fields) {
     CLI::Option* option = std::visit(
         [&](auto* value) -> CLI::Option* {

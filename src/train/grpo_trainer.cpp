@@ -52,6 +52,14 @@ void add_overlong_penalty(StepScores& scores, std::span<const Completion> batch,
                             MetricReduction::weighted_mean, static_cast<double>(batch.size())});
 }
 
+/// The loss options of a step: `base` with the KL controller's β and, for dr_grpo, the stage's completion limit as
+/// its max_completion_length (its constant normaliser).
+GrpoLossOptions step_loss_options(GrpoLossOptions base, double beta, std::int64_t max_new_tokens) {
+  base.beta = beta;
+  if (base.loss_type == LossType::dr_grpo) base.max_completion_length = max_new_tokens;
+  return base;
+}
+
 LocalNormaliserOptions normaliser_options(std::int64_t max_completion_length) {
   LocalNormaliserOptions options;
   options.max_completion_length = max_completion_length;
@@ -94,9 +102,7 @@ void GrpoTrainerOptions::validate() const {
   sampling.validate();
   kl.validate();
   advantage.validate();
-  GrpoLossOptions checked = loss;
-  if (checked.loss_type == LossType::dr_grpo) checked.max_completion_length = sampling.max_new_tokens;
-  checked.validate();
+  step_loss_options(loss, kl.beta, sampling.max_new_tokens).validate();
 }
 
 Scalars EvaluationReport::scalars() const {
@@ -291,13 +297,6 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   return advantage_(torch::tensor(rewards::with_nan(batch.totals)).view({batch.rows() / batch.group_size, batch.group_size}));
 }
 
-GrpoLoss GrpoTrainer::make_loss(double beta, std::int64_t max_new_tokens) const {
-  GrpoLossOptions options = options_.loss;
-  options.beta = beta;
-  if (options.loss_type == LossType::dr_grpo) options.max_completion_length = max_new_tokens;
-  return GrpoLoss(options);
-}
-
 UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageOutput& adv) {
   UpdateResult out;
   const Rollout& rollout = batch.rollout;
@@ -315,7 +314,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
     if (reference_) ref_log_probs = reference_->token_log_probs(rollout).log_probs;
   }
   out.beta = kl_.beta();
-  const GrpoLoss loss = make_loss(out.beta, batch.max_new_tokens);
+  const GrpoLoss loss(step_loss_options(options_.loss, out.beta, batch.max_new_tokens));
   if (!batch.train) return out;
 
   // μ passes; each accumulates the micro-batches' gradients with the whole (all ranks') batch's normaliser.

@@ -210,7 +210,6 @@ class GrpoTrainer {
  private:
   std::vector<rewards::Completion> completions_of(const Rollout& rollout, const std::vector<Problem>& problems,
                                                   std::int64_t group_size) const;
-  GrpoLoss make_loss(double beta, std::int64_t max_new_tokens) const;
   void check_stage_metrics(const std::map<std::string, double>& logged);
 
   models::CausalLM model_;

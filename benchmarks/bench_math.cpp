@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Throughput of the math-answer verifier (grpo::math::verify, end to end: extraction, normalisation, parsing,
-// comparison), one thread, on two workloads read from ../shared:
+// comparison), one thread, on two workloads read from tests/data:
 //   conformance  the 274 gold/pred pairs of Math-Verify's own suite (conformance/math_verify_cases.jsonl), each under
 //                its row's harness settings (the settings tests/math/conformance_test.cpp uses);
 //   math500      MATH-500 gold answers (datasets/roll_math_benchmarks.jsonl, tag MATH-500; gold given as \boxed{…})
@@ -9,7 +9,7 @@
 //                checks/s on one core. Also with the gold parsed once per row (parse_answer + verify_parsed).
 // Counters: checks/s; equal, the fraction of checks returning Verdict::equal (≈ 0.5 expected for math500); agree,
 // the fraction matching the expected label (the conformance row's, or correct/perturbed for math500). Skips with
-// an error when ../shared is absent.
+// an error when tests/data is absent.
 #include <benchmark/benchmark.h>
 #include <simdjson.h>
 
@@ -28,15 +28,8 @@ namespace gm = grpo::math;
 
 namespace {
 
-// $GRPO_SHARED_DIR, else the build's GRPO_SHARED_DIR definition, else ../shared beside the source tree.
-std::filesystem::path shared_dir() {
-  if (const char* env = std::getenv("GRPO_SHARED_DIR")) return env;
-#ifdef GRPO_SHARED_DIR
-  return GRPO_SHARED_DIR;
-#else
-  return std::filesystem::path(__FILE__).parent_path() / ".." / ".." / "shared";
-#endif
-}
+// The repository's tests/data (its README.md says where each file comes from).
+std::filesystem::path test_data_dir() { return GRPO_TEST_DATA_DIR; }
 
 struct Check {
   std::string gold, pred;
@@ -166,7 +159,7 @@ std::vector<Check> load_math500(const std::filesystem::path& path) {
 // parse_answer, and each completion goes through parse_answer + verify_parsed.
 void run(benchmark::State& state, const std::vector<Check>& checks, const std::string& source, bool reuse_gold) {
   if (checks.empty()) {
-    state.SkipWithError(("no data: " + source + " not found (../shared is missing)").c_str());
+    state.SkipWithError(("no data: " + source + " not found (tests/data is missing)").c_str());
     return;
   }
   std::size_t equal = 0, agree = 0;
@@ -204,8 +197,8 @@ void run(benchmark::State& state, const std::vector<Check>& checks, const std::s
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  const auto conformance_path = shared_dir() / "conformance" / "math_verify_cases.jsonl";
-  const auto math500_path = shared_dir() / "datasets" / "roll_math_benchmarks.jsonl";
+  const auto conformance_path = test_data_dir() / "conformance" / "math_verify_cases.jsonl";
+  const auto math500_path = test_data_dir() / "datasets" / "roll_math_benchmarks.jsonl";
   const std::vector<Check> conformance =
       std::filesystem::exists(conformance_path) ? load_conformance(conformance_path) : std::vector<Check>{};
   const std::vector<Check> math500 =

@@ -6,24 +6,28 @@
 #include <grpo/models/causal_lm.hpp>
 #include <support/fake_judge_server.hpp>
 #include <support/model_testing.hpp>
+#include <support/skip.hpp>
 #include <text/reference_fixture.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <functional>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace grpo::testing {
 
 /// A tiny random Qwen2 (of `sizes`) with the real vocabulary, saved as a Hugging Face checkpoint in `dir` beside the
-/// real Qwen tokenizer; nullopt (with a warning) when the tokenizer is not installed.
+/// real Qwen tokenizer; nullopt when the tokenizer is not installed, after reporting the test as skipped (the caller
+/// returns at once).
 inline std::optional<std::filesystem::path> tiny_qwen_checkpoint(
     const std::filesystem::path& dir, TinyModelSizes sizes = {.vocab = 151936, .hidden = 16, .intermediate = 32}) {
   const auto tokenizer_dir = grpo::text::testing::find_tokenizer_dir("qwen3");
   if (!tokenizer_dir) {
-    WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
+    report_skip(grpo::text::testing::missing_tokenizer("qwen3"));
     return std::nullopt;
   }
   auto config = tiny_model_config(sizes);
@@ -33,6 +37,14 @@ inline std::optional<std::filesystem::path> tiny_qwen_checkpoint(
   std::filesystem::copy_file(*tokenizer_dir / "tokenizer.json", dir / "tokenizer.json");
   std::filesystem::copy_file(*tokenizer_dir / "tokenizer_config.json", dir / "tokenizer_config.json");
   return dir;
+}
+
+/// The learning rate flag of a learning test's run: `flag` (e.g. " --lr 1e-2", or "" for the program's default), or
+/// " --lr 0" when GRPO_TEST_ZERO_LR=1 is in the environment. That is the control tests/suite/check_learning_controls.sh
+/// runs: with the policy never updated, every learning test must fail.
+inline std::string learning_rate_flag(const std::string& flag) {
+  const char* zero = std::getenv("GRPO_TEST_ZERO_LR");
+  return zero != nullptr && std::string_view(zero) == "1" ? " --lr 0 " : flag + " ";
 }
 
 /// A judge reply "[[YES]]" or "[[NO]]" by a hash of the request body: rewards vary within groups (so a policy learns)

@@ -102,17 +102,28 @@ std::vector<CompletionLine> read_completions(const fs::path& output_dir) {
 
 }  // namespace
 
+// What the tiny task's held-out accuracy is without learning ("max d1 … d5 =", the answer the largest digit, uniform
+// over 1-9, every other digit below it): a constant answer is right 1 time in 9 (0.11); copying a prompt digit at
+// random is right when it picks the maximum, on average 1/5 of the time plus ties (about 0.2-0.37); the starting
+// policy, warmed up to copy a digit that is not the largest, scores about 0.05. Measured on this task: 0.94 after 140
+// and 160 steps (0.86 after 120). The learning tests ask for 0.9 (one rank) and 0.8 (two ranks, 0.895 measured),
+// above every one of those baselines; with GRPO_TEST_ZERO_LR=1 (the policy never updated) both fail.
+constexpr double kTinyTaskNoLearningBest = 0.37;
+
 TEST_CASE("r1_zero tiny task: GRPO lifts held-out accuracy, and the same seed gives the same curve", "[examples]") {
   const auto dir = scratch("tiny");
-  const auto run = r1_zero("--steps 80 --eval-every 80 --eval-problems 128 --eval-samples 2 --save-every 0", dir);
+  const auto run = r1_zero("--steps 160 --eval-every 160 --eval-problems 128 --eval-samples 2 --save-every 0" +
+                               grpo::testing::learning_rate_flag(""),
+                           dir);
   INFO(run.out);
   REQUIRE(run.status == 0);
   const auto metrics = read_metrics(dir);
   const double before = metrics.at(0).at("eval/mean_accuracy");
-  const double after = metrics.at(80).at("eval/mean_accuracy");
-  CHECK(before <= 0.3);  // the starting policy speaks the format but answers wrong
-  CHECK(after >= before + 0.3);
-  CHECK(metrics.at(80).at("rewards/format/mean") > 0.9);
+  const double after = metrics.at(160).at("eval/mean_accuracy");
+  CHECK(before <= 0.1);  // the starting policy speaks the format but answers wrong
+  CHECK(after >= 0.9);
+  static_assert(0.9 > kTinyTaskNoLearningBest + 0.3);
+  CHECK(metrics.at(160).at("rewards/format/mean") > 0.9);
 
   // The first steps again, in a second process: the same numbers.
   const auto again_dir = scratch("tiny_again");
@@ -145,11 +156,7 @@ TEST_CASE("r1_zero rejects bad flags and config files with the field at fault", 
 
 TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resume equals an uninterrupted run",
           "[examples]") {
-  const fs::path shared = GRPO_SHARED_DIR;
-  if (!fs::exists(shared / "datasets")) {
-    WARN("skipped: ../shared/datasets is absent");
-    return;
-  }
+  const fs::path datasets = fs::path(GRPO_TEST_DATA_DIR) / "datasets";
   const auto checkpoint = tiny_qwen_checkpoint();
   if (!checkpoint) return;
   const fs::path model_dir = *checkpoint;
@@ -162,8 +169,8 @@ TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resu
     std::string line;
     for (int i = 0; i < lines && std::getline(in, line); ++i) out << line << "\n";
   };
-  head(shared / "datasets" / "roll_deepmath_train.jsonl", data_dir / "roll.jsonl", 5);
-  head(shared / "datasets" / "gsm8k_train.jsonl", data_dir / "gsm8k.jsonl", 5);
+  head(datasets / "roll_deepmath_train_head100.jsonl", data_dir / "roll.jsonl", 5);
+  head(datasets / "gsm8k_train_head50.jsonl", data_dir / "gsm8k.jsonl", 5);
   std::ofstream(data_dir / "trl.jsonl") << R"({"problem": "What is $2+3$?", "solution": "$2+3=\\boxed{5}$"})" "\n"
                                         << R"({"problem": "What is $4 \\cdot 3$?", "solution": "\\boxed{12}"})" "\n"
                                         << R"({"problem": "Simplify $\\frac{6}{8}$.", "solution": "\\boxed{\\frac34}"})" "\n";
@@ -586,6 +593,22 @@ TEST_CASE("r1_zero DAPO dynamic sampling on two ranks: a rank left without group
     if (m.at("dynamic_sampling/skipped") == 0) CHECK(m.at("frac_reward_zero_std") == 0.0);
   }
   CHECK(fs::exists(dir / "checkpoints" / "checkpoint-12" / "model.safetensors"));
+}
+
+TEST_CASE("r1_zero on two ranks learns the tiny task", "[examples][distributed]") {
+  // Each rank samples and scores its half of the prompts; the gradients are summed (c10d, Gloo).
+  const auto dir = scratch("two_ranks_learn");
+  const auto run = grpo::testing::run_command(
+      std::string(GRPO_SOURCE_DIR) + "/scripts/launch.sh -n 2 " + GRPO_R1_ZERO_PATH + " --output-dir " +
+      dir.string() + " --steps 160 --eval-every 160 --eval-problems 128 --eval-samples 2 --save-every 0" +
+      " --no-tensorboard" + grpo::testing::learning_rate_flag("") + " 2>&1");
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  const auto metrics = read_metrics(dir);
+  CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.1);
+  CHECK(metrics.at(160).at("eval/mean_accuracy") >= 0.8);  // 0.895 measured; see kTinyTaskNoLearningBest
+  static_assert(0.8 > kTinyTaskNoLearningBest + 0.3);
+  for (std::int64_t step = 1; step <= 160; ++step) CHECK(std::isfinite(metrics.at(step).at("loss")));
 }
 
 TEST_CASE("r1_zero pass-rate filter: a failing judge scores nothing and retires no prompt, a judge saying no retires "

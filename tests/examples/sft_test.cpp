@@ -10,6 +10,9 @@
 #include <fstream>
 #include <grpo/io/read_file.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/train/sft.hpp>
+#include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 #include <examples/example_testing.hpp>
@@ -37,6 +40,8 @@ grpo::testing::CommandResult sft(const std::string& args) {
 std::optional<fs::path> tiny_qwen_checkpoint() { return grpo::testing::tiny_qwen_checkpoint(scratch("model")); }
 
 /// 24 small arithmetic conversations: `messages` rows with reasoning_content, and ShareGPT rows with a system field.
+/// Both render to the same assistant turn, "<think>\nI add the two numbers.\n</think>\n\nThe answer is S." with S
+/// the only part that varies.
 fs::path write_chat_data(const fs::path& dir) {
   const auto path = dir / "chat.jsonl";
   std::ofstream out(path);
@@ -44,12 +49,12 @@ fs::path write_chat_data(const fs::path& dir) {
     const int a = i % 7 + 1, b = i % 5 + 2;
     if (i % 3 == 0) {
       out << fmt::format(
-          R"({{"system": "You are a careful calculator.", "conversations": [{{"from": "human", "value": "What is {} + {}?"}}, {{"from": "gpt", "value": "<think>\n{} plus {} makes {}.\n</think>\n\nThe answer is {}."}}]}})",
-          a, b, a, b, a + b, a + b);
+          R"({{"system": "You are a careful calculator.", "conversations": [{{"from": "human", "value": "What is {} + {}?"}}, {{"from": "gpt", "value": "<think>\nI add the two numbers.\n</think>\n\nThe answer is {}."}}]}})",
+          a, b, a + b);
     } else {
       out << fmt::format(
-          R"({{"messages": [{{"role": "user", "content": "What is {} + {}?"}}, {{"role": "assistant", "content": "The answer is {}.", "reasoning_content": "{} plus {} makes {}."}}], "id": {}}})",
-          a, b, a + b, a, b, a + b, i);
+          R"({{"messages": [{{"role": "user", "content": "What is {} + {}?"}}, {{"role": "assistant", "content": "The answer is {}.", "reasoning_content": "I add the two numbers."}}], "id": {}}})",
+          a, b, a + b, i);
     }
     out << "\n";
   }
@@ -63,6 +68,27 @@ double number_after(const std::string& text, const std::string& label) {
   return std::stod(text.substr(at + label.size()));
 }
 
+/// The best held-out NLL per token a model that ignores the context can reach on `data`: the entropy (nats) of the
+/// unigram distribution of all its target tokens (through the same chat template and tokenizer as the program). A
+/// unigram model fitted to the held-out targets themselves is the best context-free predictor of them, and the
+/// held-out rows are a sample of the same rows, so an NLL well below this means the model used the context.
+double unigram_entropy_of_targets(const fs::path& model_dir, const fs::path& data) {
+  const auto tokenizer = grpo::text::Tokenizer::from_pretrained(model_dir);
+  std::map<std::int64_t, double> counts;
+  double total = 0;
+  for (const auto& conversation : grpo::train::read_sft_conversations(data)) {
+    const auto example = grpo::train::sft_example_from_chat(tokenizer, conversation.messages);
+    for (std::size_t t = 0; t < example.size(); ++t) {
+      if (example.loss_mask[t] == 0) continue;
+      counts[example.ids[t]] += 1;
+      total += 1;
+    }
+  }
+  double entropy = 0;
+  for (const auto& [id, count] : counts) entropy -= count / total * std::log(count / total);
+  return entropy;
+}
+
 }  // namespace
 
 TEST_CASE("sft example: cold-start SFT lowers the held-out NLL, and r1_zero starts GRPO from its output",
@@ -74,33 +100,39 @@ TEST_CASE("sft example: cold-start SFT lowers the held-out NLL, and r1_zero star
   fs::remove_all(out);
 
   const auto run =
-      sft(fmt::format("--model {} --data {} --output {} --epochs 2 --lr 1e-2 --batch-size 4 --held-out 4 "
+      sft(fmt::format("--model {} --data {} --output {} --epochs 8 --batch-size 4 --held-out 4 "
                       "--max-length 256 --seed 2",
-                      model_dir->string(), data.string(), out.string()));
+                      model_dir->string(), data.string(), out.string()) +
+          grpo::testing::learning_rate_flag(" --lr 1e-1"));
   INFO(run.out);
   REQUIRE(run.status == 0);
   CHECK_THAT(run.out,
-             Catch::Contains("24 conversations") && Catch::Contains("4 held out") && Catch::Contains("10 steps"));
+             Catch::Contains("24 conversations") && Catch::Contains("4 held out") && Catch::Contains("40 steps"));
   const double before = number_after(run.out, "held-out NLL before training: ");
   const double after = number_after(run.out, "held-out NLL after training: ");
   CHECK(before > 11.0);  // about log 151936 = 11.93 for a fresh model
-  CHECK(after < before - 1.0);
+  // Learning token frequencies alone gives the targets' unigram entropy; the model must do far better by reading
+  // the template so far (0.90 measured).
+  const double unigram = unigram_entropy_of_targets(*model_dir, data);
+  INFO("unigram entropy of the targets " << unigram << ", held-out NLL after training " << after);
+  CHECK(unigram > 2.0);
+  CHECK(after < 0.6 * unigram);
   for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
     INFO(file);
     CHECK(fs::exists(out / file));
   }
 
-  // Packed rows and gradient accumulation, a few steps.
+  // Packed rows and gradient accumulation learn as padded rows do (0.70 measured).
   const auto packed_out = scratch_root() / "sft_packed";
   const auto packed =
       sft(fmt::format("--model {} --data {} --output {} --packing --max-tokens 128 --batch-size 1 "
-                      "--micro-batches 2 --max-steps 3 --lr 1e-2 --held-out 4",
-                      model_dir->string(), data.string(), packed_out.string()));
+                      "--micro-batches 2 --epochs 10 --held-out 4",
+                      model_dir->string(), data.string(), packed_out.string()) +
+          grpo::testing::learning_rate_flag(" --lr 1e-1"));
   INFO(packed.out);
   REQUIRE(packed.status == 0);
-  CHECK_THAT(packed.out, Catch::Contains("packed rows") && Catch::Contains("step 3/3"));
-  CHECK(number_after(packed.out, "held-out NLL after training: ") <
-        number_after(packed.out, "held-out NLL before training: "));
+  CHECK_THAT(packed.out, Catch::Contains("packed rows") && Catch::Contains("step 40/40"));
+  CHECK(number_after(packed.out, "held-out NLL after training: ") < 0.6 * unigram);
 
   // The second stage: GRPO from the SFT checkpoint, one step.
   const auto math = scratch("math") / "trl.jsonl";

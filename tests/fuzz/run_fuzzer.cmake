@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds tests/fuzz (clang++, libFuzzer + ASan + UBSan) and fuzzes the math verifier for a fixed time.
-#   cmake -DGRPO_SOURCE_DIR=<repo> -DWORK_DIR=<scratch dir> [-DSHARED_DIR=<../shared>] [-DSECONDS=60]
+#   cmake -DGRPO_SOURCE_DIR=<repo> -DWORK_DIR=<scratch dir> [-DCONFORMANCE_DIR=<tests/data/conformance>] [-DSECONDS=60]
 #         [-DJOBS=1] [-DCLANGXX=clang++-14] [-DSEED=<libFuzzer seed>] -P run_fuzzer.cmake
-# Seeds: every string of ../shared/conformance/*.jsonl (gold, pred, "gold\x1Epred" pairs, extraction inputs, parser
-# LaTeX; skipped when SHARED_DIR is missing) plus adversarial inputs written here. Prints "fuzz/math: skipped"
+# Seeds: every string of tests/data/conformance/*.jsonl (gold, pred, "gold\x1Epred" pairs, extraction inputs, parser
+# LaTeX; skipped when CONFORMANCE_DIR is not given) plus adversarial inputs written here. Prints "fuzz/math: skipped"
 # (ctest SKIP_REGULAR_EXPRESSION) when no clang++ with the libFuzzer runtime is installed; fails with the crash
 # file and the command that reproduces it when the fuzzer finds a crash, leak, UB or hang.
 cmake_minimum_required(VERSION 3.25)
@@ -65,8 +65,8 @@ function(add_seed content)
 endfunction()
 
 string(ASCII 30 separator)  # '\x1E' splits "gold<RS>pred" in math_fuzzer.cpp
-if(DEFINED SHARED_DIR AND IS_DIRECTORY "${SHARED_DIR}/conformance")
-  file(GLOB jsonl_files "${SHARED_DIR}/conformance/*.jsonl")
+if(DEFINED CONFORMANCE_DIR AND IS_DIRECTORY "${CONFORMANCE_DIR}")
+  file(GLOB jsonl_files "${CONFORMANCE_DIR}/*.jsonl")
   foreach(jsonl IN LISTS jsonl_files)
     # Lines are split by hand: LaTeX holds ';' and unbalanced '[' which CMake's list handling would mangle.
     file(READ "${jsonl}" rest)
@@ -96,7 +96,7 @@ if(DEFINED SHARED_DIR AND IS_DIRECTORY "${SHARED_DIR}/conformance")
     endwhile()
   endforeach()
 else()
-  message("fuzz/math: SHARED_DIR/conformance not found; fuzzing from the adversarial seeds only")
+  message("fuzz/math: CONFORMANCE_DIR not found; fuzzing from the adversarial seeds only")
 endif()
 
 # Adversarial seeds: nesting far past the depth limit, unterminated environments, quadratic-scan bait, invalid

@@ -271,14 +271,10 @@ TEST_CASE("shuffle is a seeded permutation, split and batches partition it", "[i
   CHECK_THROWS_AS(seven.batches(0), grpo::ConfigError);
 }
 
-TEST_CASE("shared datasets: ROLL, GSM8K row counts and known rows", "[io][dataset][shared]") {
-  const fs::path dir = fs::path(GRPO_SHARED_DIR) / "datasets";
-  if (!fs::exists(dir / "gsm8k_test.jsonl")) {
-    WARN("skipped: " << dir << " not found");
-    return;
-  }
-  const Dataset deepmath = Dataset::load(dir / "roll_deepmath_train.jsonl");
-  CHECK(deepmath.size() == 4994);
+TEST_CASE("public data sets (tests/data/datasets): ROLL, GSM8K row counts and known rows", "[io][dataset]") {
+  const fs::path dir = fs::path(GRPO_TEST_DATA_DIR) / "datasets";
+  const Dataset deepmath = Dataset::load(dir / "roll_deepmath_train_head100.jsonl");
+  CHECK(deepmath.size() == 100);
   CHECK(deepmath.skipped_rows() == 0);
   REQUIRE(deepmath[0].prompt.size() == 2);
   CHECK(deepmath[0].prompt[0].role == "system");
@@ -298,10 +294,10 @@ TEST_CASE("shared datasets: ROLL, GSM8K row counts and known rows", "[io][datase
   CHECK(tags["aime2024"] == 30);
   CHECK(tags["aime2025"] == 30);
 
-  const Dataset gsm8k_train = Dataset::load(dir / "gsm8k_train.jsonl");
-  CHECK(gsm8k_train.size() == 7473);
-  const Dataset gsm8k_test = Dataset::load(dir / "gsm8k_test.jsonl");
-  CHECK(gsm8k_test.size() == 1319);
+  const Dataset gsm8k_train = Dataset::load(dir / "gsm8k_train_head50.jsonl");
+  CHECK(gsm8k_train.size() == 50);
+  const Dataset gsm8k_test = Dataset::load(dir / "gsm8k_test_head200.jsonl");
+  CHECK(gsm8k_test.size() == 200);
   CHECK(gsm8k_test[0].ground_truth == "18");
   CHECK(gsm8k_test[0].prompt[0].content.starts_with("Janet\u2019s ducks lay 16 eggs per day."));
   CHECK(gsm8k_test[1].ground_truth == "3");
@@ -536,12 +532,8 @@ TEST_CASE("ROLL multi-domain rows: detection, configuration errors, concat", "[i
   CHECK(Dataset::concat({}).empty());
 }
 
-TEST_CASE("shared datasets: ROLL math benchmarks with configured domains", "[io][dataset][domains][shared]") {
-  const fs::path file = fs::path(GRPO_SHARED_DIR) / "datasets" / "roll_math_benchmarks.jsonl";
-  if (!fs::exists(file)) {
-    WARN("skipped: " << file << " not found");
-    return;
-  }
+TEST_CASE("ROLL math benchmarks (tests/data/datasets) with configured domains", "[io][dataset][domains]") {
+  const fs::path file = fs::path(GRPO_TEST_DATA_DIR) / "datasets" / "roll_math_benchmarks.jsonl";
   // The first rows (AIME 2024) only: the test is about the row format, not the whole file.
   std::string head;
   {

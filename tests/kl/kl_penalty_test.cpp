@@ -139,10 +139,26 @@ TEST_CASE("kl_penalty: log-ratios of ±100 stay finite where the formula is", "[
       REQUIRE(torch::isfinite(x.grad()).all().item<bool>());
     }
   }
-  // low_var_kl saturates at 10 with zero gradient (outside both clamps).
-  auto x = lp.clone().requires_grad_(true);
-  grpo::kl_penalty(x, ref, {.estimator = KlEstimator::low_var_kl}).sum().backward();
-  GRPO_REQUIRE_CLOSE(x.grad(), torch::zeros({1, 2}), 0, 0);
+  // Exact values at r = lp − ref = (100, −100): k1 = r, abs = |r|, k2 = r²/2; low_var_kl (verl) clamps ref − lp to
+  // ±20 and the result to ±10, so both saturate at 10 with zero gradient. Gradients: d k1 = 1, d|r| = sign r,
+  // d k2 = r; the straight-through ("+") variants keep the value and take k2's gradient r.
+  struct Expected {
+    KlEstimator estimator;
+    std::vector<float> value, gradient;
+  };
+  for (const auto& e : {Expected{KlEstimator::k1, {100, -100}, {1, 1}}, Expected{KlEstimator::abs, {100, 100}, {1, -1}},
+                        Expected{KlEstimator::k2, {5000, 5000}, {100, -100}},
+                        Expected{KlEstimator::low_var_kl, {10, 10}, {0, 0}}}) {
+    for (bool plus : {false, true}) {
+      INFO("estimator " << grpo::to_string(e.estimator) << " plus " << plus);
+      auto x = lp.clone().requires_grad_(true);
+      auto value = grpo::kl_penalty(x, ref, {.estimator = e.estimator, .straight_through = plus});
+      value.sum().backward();
+      GRPO_REQUIRE_CLOSE(value, torch::tensor(e.value).reshape({1, 2}), 1e-6, 0);
+      GRPO_REQUIRE_CLOSE(x.grad(), plus ? torch::tensor({{100.0f, -100.0f}}) : torch::tensor(e.gradient).reshape({1, 2}),
+                         1e-6, 0);
+    }
+  }
   // TRL's unclamped k3 in float64 is finite at ±100: e^{−100} + 99 and e^{100} − 101.
   auto k3 = grpo::kl_penalty(lp.to(torch::kFloat64), ref.to(torch::kFloat64), {.estimator = KlEstimator::k3});
   GRPO_REQUIRE_CLOSE(k3, torch::tensor({{99.0, std::exp(100.0) - 101.0}}, kF64), 1e-12, 0);

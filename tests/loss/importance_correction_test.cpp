@@ -104,8 +104,14 @@ TEST_CASE("sampler correction: log-ratios of ±100 give finite weights, no gradi
     REQUIRE(torch::isfinite(w).all().item<bool>());
     REQUIRE_FALSE(w.requires_grad());
   }
-  GRPO_REQUIRE_CLOSE(grpo::sampler_correction_weights(t, s, m, {.mode = SamplerCorrectionMode::token_truncate}),
-                     torch::tensor({{3.0f, 0.0f}}), 0, 1e-30);
+  // Exact values, TRL's default bounds (no lower bound, cap 3): per token ρ = (e^100, e^−100); per sequence
+  // Σ Δ = 0, so ρ = 1 for both tokens.
+  const auto weights = [&](SamplerCorrectionMode mode) { return grpo::sampler_correction_weights(t, s, m, {.mode = mode}); };
+  GRPO_REQUIRE_CLOSE(weights(SamplerCorrectionMode::token_truncate), torch::tensor({{3.0f, 0.0f}}), 0, 1e-30);
+  GRPO_REQUIRE_CLOSE(weights(SamplerCorrectionMode::token_mask), torch::tensor({{0.0f, 0.0f}}), 0, 1e-30);
+  CHECK(weights(SamplerCorrectionMode::token_mask)[0][1].item<float>() > 0.0f);  // e^−100 is within the bounds
+  GRPO_REQUIRE_CLOSE(weights(SamplerCorrectionMode::sequence_truncate), torch::tensor({{1.0f, 1.0f}}), 1e-6, 0);
+  GRPO_REQUIRE_CLOSE(weights(SamplerCorrectionMode::sequence_mask), torch::tensor({{1.0f, 1.0f}}), 1e-6, 0);
 }
 
 TEST_CASE("sampler correction: names and bad options", "[loss][importance]") {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -281,6 +282,16 @@ torch::Tensor sum_loss(const Batch& b, const PolicyLossOptions& o, const torch::
 }
 
 }  // namespace
+
+TEST_CASE("the loops over every supported (type, level) cover the 14 pairs the options accept", "[loss][policy_loss]") {
+  // ppo_clip at all three levels; cispo, cispo_two_sided and sapo at token and sequence_token; vespo, gpg, gmpo,
+  // clip_cov and kl_cov at token only (PolicyLossOptions::importance_level). A pair validate() stops accepting, or
+  // a new one, changes this count and so fails here instead of silently leaving the loops.
+  std::set<std::string> pairs;
+  for (const auto& o : all_supported_options()) pairs.insert(describe(o));
+  CHECK(pairs.size() == 14);
+  CHECK(all_supported_options().size() == 14);
+}
 
 // ===============================================================================================================
 // Hand-computed values on the [2, 3] batch (ε_low = ε_high = 0.2 unless stated).
@@ -663,6 +674,41 @@ TEST_CASE("log ratios of ±100 give finite losses and gradients for every type a
       }
     }
   }
+}
+
+TEST_CASE("log ratios of ±100: the clipped surrogate's exact values and gradients (verl's ±20 clamp)",
+          "[loss][policy_loss]") {
+  // ppo_clip, token level, ε = 0.2, as verl's compute_policy_loss_vanilla (core_algos.py, verl 0.5): log w is
+  // clamped to [−20, 20] before exp, so a clamped token has no gradient; loss = −min(w·A, clip(w, 0.8, 1.2)·A).
+  // Worked by hand per token (Δ = lp − old, A per row):
+  //   A = 1.5:  Δ = 100 → w = e^20, min(1.5e^20, 1.8) = 1.8 → −1.8 (gradient 0: clamped and clipped)
+  //             Δ = −100 → w = e^−20, min(1.5e^−20, 1.2) → −1.5e^−20 (gradient 0: clamped)
+  //             Δ = 0.1 → w = e^0.1 inside the clip range → −1.5e^0.1, gradient −1.5e^0.1
+  //   A = −0.5: Δ = −100 → min(−0.5e^−20, −0.4) = −0.4 → 0.4 (gradient 0)
+  //             Δ = 100 → min(−0.5e^20, −0.6) = −0.5e^20 → 0.5e^20 (gradient 0: clamped; no dual clip by default)
+  //             Δ = 0.05 → 0.5e^0.05, gradient 0.5e^0.05
+  auto lp = torch::tensor({-0.5, -1.0, -2.0, -0.7, -0.2, -1.5}, torch::kFloat64).reshape({2, 3});
+  auto delta = torch::tensor({100.0, -100.0, 0.1, -100.0, 100.0, 0.05}, torch::kFloat64).reshape({2, 3});
+  auto adv = torch::tensor({1.5, -0.5}, torch::kFloat64);
+  auto leaf = lp.detach().requires_grad_(true);
+  auto out = grpo::policy_loss(leaf, lp - delta, adv, torch::ones({2, 3}), PolicyLossOptions{});
+  const auto expected = torch::tensor({-1.8, -1.5 * std::exp(-20.0), -1.5 * std::exp(0.1), 0.4,
+                                       0.5 * std::exp(20.0), 0.5 * std::exp(0.05)},
+                                      torch::kFloat64)
+                            .reshape({2, 3});
+  GRPO_REQUIRE_CLOSE(out.per_token_loss, expected, 1e-14, 0);
+  GRPO_REQUIRE_CLOSE(out.log_ratio,
+                     torch::tensor({20.0, -20.0, 0.1, -20.0, 20.0, 0.05}, torch::kFloat64).reshape({2, 3}), 1e-14, 0);
+  out.per_token_loss.sum().backward();
+  GRPO_REQUIRE_CLOSE(leaf.grad(),
+                     torch::tensor({0.0, 0.0, -1.5 * std::exp(0.1), 0.0, 0.0, 0.5 * std::exp(0.05)}, torch::kFloat64)
+                         .reshape({2, 3}),
+                     1e-14, 0);
+  // With verl's dual clip c = 3, the A < 0 token at w = e^20 is capped at −c·A = 1.5.
+  PolicyLossOptions dual;
+  dual.dual_clip_c = 3.0;
+  auto capped = grpo::policy_loss(lp, lp - delta, adv, torch::ones({2, 3}), dual).per_token_loss;
+  CHECK(capped[1][1].item<double>() == Approx(1.5).epsilon(1e-14));
 }
 
 TEST_CASE("empty rows and padding with −inf or NaN log-probs give zero rows and zero gradients", "[loss][policy_loss]") {

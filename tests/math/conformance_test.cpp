@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Conformance against the graders' own test suites (../shared/conformance, see its README): streams the JSONL rows,
-// runs each row under the profile its `config` names, prints a per-category agreement table, and requires ≥ 97%
-// agreement with Math-Verify's suite. Rows where we knowingly differ from upstream are listed in
+// Conformance against the graders' own test suites (tests/data/conformance, see tests/data/README.md): streams the
+// JSONL rows, runs each row under the profile its `config` names, prints a per-category agreement table, and
+// requires agreement with Math-Verify's suite within a row or two of the measured figure. Rows where we knowingly differ from upstream are listed in
 // docs/math_verifier.md ("Documented divergences"); they are not special-cased here.
 #include <simdjson.h>
 
@@ -20,7 +20,7 @@ namespace gm = grpo::math;
 
 namespace {
 
-std::filesystem::path conformance_dir() { return std::filesystem::path(GRPO_SHARED_DIR) / "conformance"; }
+std::filesystem::path conformance_dir() { return std::filesystem::path(GRPO_TEST_DATA_DIR) / "conformance"; }
 
 struct Tally {
   int agree = 0, total = 0;
@@ -74,7 +74,7 @@ std::string sympy_to_latex(std::string_view s) {
 }
 
 /// The JSON lines of one conformance file, streamed with simdjson (the stream points into `json` and `parser`, so
-/// the three live together). nullptr, with a WARN, when ../shared is absent.
+/// the three live together). The files are part of the repository: a missing one fails the test.
 struct CaseStream {
   simdjson::ondemand::parser parser;
   simdjson::padded_string json;
@@ -83,10 +83,7 @@ struct CaseStream {
 
 std::unique_ptr<CaseStream> open_cases(const std::string& file) {
   const auto path = conformance_dir() / file;
-  if (!std::filesystem::exists(path)) {
-    WARN("skipped: " << path << " not found");
-    return nullptr;
-  }
+  REQUIRE(std::filesystem::exists(path));  // tests/data/conformance is part of the repository
   auto cases = std::make_unique<CaseStream>();
   cases->json = simdjson::padded_string::load(path.string());
   cases->docs = cases->parser.iterate_many(cases->json);
@@ -95,9 +92,8 @@ std::unique_ptr<CaseStream> open_cases(const std::string& file) {
 
 }  // namespace
 
-TEST_CASE("conformance: Math-Verify's test suite (math_verify_cases.jsonl)", "[math][shared]") {
+TEST_CASE("conformance: Math-Verify's test suite (math_verify_cases.jsonl)", "[math][conformance]") {
   const auto cases = open_cases("math_verify_cases.jsonl");
-  if (!cases) return;
   std::map<std::string, Tally> by_category;
   std::vector<std::string> disagreements;
   int row = 0;
@@ -147,12 +143,14 @@ TEST_CASE("conformance: Math-Verify's test suite (math_verify_cases.jsonl)", "[m
     total += t.total;
   }
   CHECK(total == 274);
-  REQUIRE(agree >= static_cast<int>(0.97 * total + 0.999));
+  // 270 measured (the four disagreements are printed above); the floor sits one row below, so any regression of
+  // two rows fails.
+  fmt::print("Math-Verify conformance: {}/{} (floor 269)\n", agree, total);
+  REQUIRE(agree >= 269);
 }
 
-TEST_CASE("conformance: other graders under their profiles (other_graders_cases.jsonl)", "[math][shared]") {
+TEST_CASE("conformance: other graders under their profiles (other_graders_cases.jsonl)", "[math][conformance]") {
   const auto cases = open_cases("other_graders_cases.jsonl");
-  if (!cases) return;
   std::map<std::string, Tally> by_grader;
   for (auto doc : cases->docs) {
     simdjson::ondemand::object obj = doc.get_object();
@@ -174,9 +172,8 @@ TEST_CASE("conformance: other graders under their profiles (other_graders_cases.
   print_table("Other graders (other_graders_cases.jsonl)", by_grader);
 }
 
-TEST_CASE("conformance: extraction and normalisation cases (math_extract_cases.jsonl)", "[math][shared]") {
+TEST_CASE("conformance: extraction and normalisation cases (math_extract_cases.jsonl)", "[math][conformance]") {
   const auto cases = open_cases("math_extract_cases.jsonl");
-  if (!cases) return;
   int checked = 0;
   for (auto doc : cases->docs) {
     simdjson::ondemand::object obj = doc.get_object();
@@ -241,12 +238,11 @@ TEST_CASE("conformance: extraction and normalisation cases (math_extract_cases.j
   CHECK(checked == 20);
 }
 
-TEST_CASE("conformance: latex2sympy2_extended parser cases (latex2sympy_parse_cases.jsonl)", "[math][shared]") {
+TEST_CASE("conformance: latex2sympy2_extended parser cases (latex2sympy_parse_cases.jsonl)", "[math][conformance]") {
   // A report with regression floors, not a parity target: our tree is smaller than SymPy's (no integrals, sums,
   // limits or derivatives; see docs/math_verifier.md). Rows whose SymPy rendering uses structures (Eq, Interval,
   // Integral, …) are skipped; the rest compare by value with compare().
   const auto cases = open_cases("latex2sympy_parse_cases.jsonl");
-  if (!cases) return;
   std::map<std::string, Tally> by_category;
   Tally good, bad;
   for (auto doc : cases->docs) {
@@ -276,6 +272,9 @@ TEST_CASE("conformance: latex2sympy2_extended parser cases (latex2sympy_parse_ca
   }
   print_table("latex2sympy2_extended parser cases (value agreement, plain SymPy renderings)", by_category);
   fmt::print("must-fail rows rejected: {}/{}\n", bad.agree, bad.total);
-  CHECK(good.agree >= 0.60 * good.total);  // measured 634/965 when written
-  CHECK(bad.agree >= 0.75 * bad.total);    // measured 34/42
+  // Floors a few rows below the measured 633/965 and 34/42 (printed above).
+  CHECK(good.total == 965);
+  CHECK(good.agree >= 628);
+  CHECK(bad.total == 42);
+  CHECK(bad.agree >= 33);
 }

@@ -11,6 +11,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <support/skip.hpp>
+#include <text/reference_fixture.hpp>
 
 using grpo::models::CausalLM;
 
@@ -203,14 +205,9 @@ TEST_CASE("min_p = 1 keeps only the most likely token, sampling-distribution log
 
 TEST_CASE("decode_completions decodes each row's valid tokens with the real Qwen tokenizer",
           "[policy][needs-tokenizer]") {
-  const char* env = std::getenv("GRPO_TOKENIZER_DIR");
-  const std::filesystem::path dir =
-      std::filesystem::path(env && *env ? env : (std::string(std::getenv("HOME")) + "/.cache/grpo/tokenizers")) / "qwen3";
-  if (!std::filesystem::exists(dir / "tokenizer.json")) {
-    WARN("skipped: no qwen3/tokenizer.json (tools/tokenizer-reference/fetch.sh fetches it)");
-    return;
-  }
-  auto tokenizer = grpo::text::Tokenizer::from_file(dir / "tokenizer.json");
+  const auto dir = grpo::text::testing::find_tokenizer_dir("qwen3");
+  if (!dir) GRPO_SKIP(grpo::text::testing::missing_tokenizer("qwen3"));
+  auto tokenizer = grpo::text::Tokenizer::from_file(*dir / "tokenizer.json");
   grpo::Rollout r;
   // "Hello, world!" then <|im_end|> (151645) then padding; HF ids from tests/text/data/qwen3_reference.jsonl
   r.completion_ids = torch::tensor({{9707, 11, 1879, 0, 151645, 0}, {2585, 525, 498, 0, 0, 0}}, torch::kInt64);

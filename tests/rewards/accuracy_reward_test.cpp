@@ -111,7 +111,10 @@ TEST_CASE("accuracy honours an expired deadline and survives adversarial complet
   const RewardScores scores = RewardExecutor({.num_threads = 2, .budget = 2000ms}).score(reward, adversarial);
   CHECK(std::chrono::steady_clock::now() - started < 3s);
   REQUIRE(scores.values.size() == 3);
-  for (const auto& value : scores.values) CHECK((!value || *value == 0.0f || *value == 1.0f));
+  // Garbage boxes are wrong, the closed \\boxed{42} after 100,000 open braces is right, invalid UTF-8 is wrong.
+  CHECK(scores.values[0] == std::optional<float>(0.0f));
+  CHECK(scores.values[1] == std::optional<float>(1.0f));
+  CHECK(scores.values[2] == std::optional<float>(0.0f));
   CHECK(scores.metrics.frac_error == 0.0);
 }
 

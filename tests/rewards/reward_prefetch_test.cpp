@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <support/skip.hpp>
 
 namespace {
 
@@ -525,8 +526,7 @@ TEST_CASE("The code_tests reward in the sandbox: prefetched values equal sequent
   try {
     code = std::make_shared<const CodeTestsReward>(options);
   } catch (const grpo::sandbox::SandboxError& error) {
-    WARN("skipped: the sandbox cannot run here: " << error.what());
-    return;
+    GRPO_SKIP(std::string("the sandbox cannot run here: ") + error.what());
   }
   const auto fenced = [](const std::string& body) { return "My solution:\n```python\n" + body + "```\n"; };
   // Three stdin/stdout tests of "print the sum of two integers".

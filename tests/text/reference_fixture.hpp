@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <string>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -184,7 +185,7 @@ inline std::filesystem::path fixture_path(std::string_view file) {
 }
 
 /// Directory holding `name`/tokenizer.json (as tools/tokenizer-reference/fetch.sh lays it out): under
-/// $GRPO_TOKENIZER_DIR, else $HOME/.cache/grpo/tokenizers. nullopt when absent: the test then skips.
+/// $GRPO_TOKENIZER_DIR, else $HOME/.cache/grpo/tokenizers. nullopt when absent: the test then skips (GRPO_SKIP(missing_tokenizer(name))).
 inline std::optional<std::filesystem::path> find_tokenizer_dir(std::string_view name) {
   std::filesystem::path root;
   if (const char* dir = std::getenv("GRPO_TOKENIZER_DIR"); dir && *dir) {
@@ -197,6 +198,13 @@ inline std::optional<std::filesystem::path> find_tokenizer_dir(std::string_view 
   const auto dir = root / name;
   if (!std::filesystem::exists(dir / "tokenizer.json")) return std::nullopt;
   return dir;
+}
+
+/// Why a test needing the reference tokenizer `name` is skipped (for GRPO_SKIP).
+inline std::string missing_tokenizer(std::string_view name) {
+  const std::string n(name);
+  return "the reference tokenizer " + n + " is not installed: no " + n +
+         "/tokenizer.json under $GRPO_TOKENIZER_DIR or ~/.cache/grpo/tokenizers (scripts/install-deps.sh fetches it)";
 }
 
 /// The real tokenizer `name` (see find_tokenizer_dir) with its tokenizer_config.json, loaded once per test run: reading

@@ -15,6 +15,7 @@
 
 #include "reference_fixture.hpp"
 #include "support/tokenizer_testing.hpp"
+#include <support/skip.hpp>
 
 using grpo::text::DecodeOptions;
 using grpo::text::EncodeOptions;
@@ -281,13 +282,7 @@ namespace {
 
 void check_reference(std::string_view name, std::string_view fixture) {
   const Tokenizer* tok = grpo::text::testing::shared_tokenizer(name);
-  if (tok == nullptr) {
-    WARN(
-        fmt::format("skipped: no {0}/tokenizer.json under $GRPO_TOKENIZER_DIR or ~/.cache/grpo/tokenizers "
-                    "(run tools/tokenizer-reference/fetch.sh)",
-                    name));
-    return;
-  }
+  if (tok == nullptr) GRPO_SKIP(grpo::text::testing::missing_tokenizer(name));
   const auto cases = grpo::text::testing::read_reference_cases(grpo::text::testing::fixture_path(fixture));
   REQUIRE(cases.size() > 50);
   std::size_t checked = 0;
@@ -357,10 +352,7 @@ namespace {
 /// src/text/tokenizer.cpp (kUnicode16Letters).
 void check_corpus(std::string_view name) {
   const Tokenizer* tok = grpo::text::testing::shared_tokenizer(name);
-  if (tok == nullptr) {
-    WARN(fmt::format("skipped: no {}/tokenizer.json (run tools/tokenizer-reference/fetch.sh)", name));
-    return;
-  }
+  if (tok == nullptr) GRPO_SKIP(grpo::text::testing::missing_tokenizer(name));
   using grpo::text::testing::fixture_path;
   const auto cases = grpo::text::testing::read_corpus(fixture_path("corpus.jsonl"),
                                                       fixture_path(fmt::format("corpus_ids_{}.txt", name)));

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <support/skip.hpp>
+#include <text/reference_fixture.hpp>
 
 namespace fs = std::filesystem;
 
@@ -86,12 +88,9 @@ TEST_CASE("grpo score adds per-reward values and the weighted total to each line
 }
 
 TEST_CASE("grpo tokenize gives Hugging Face's ids for the real Qwen tokenizer", "[tools][needs-tokenizer]") {
-  const char* env = std::getenv("GRPO_TOKENIZER_DIR");
-  const fs::path dir = fs::path(env && *env ? env : (std::string(std::getenv("HOME")) + "/.cache/grpo/tokenizers")) / "qwen3";
-  if (!fs::exists(dir / "tokenizer.json")) {
-    WARN("skipped: no qwen3/tokenizer.json (tools/tokenizer-reference/fetch.sh fetches it)");
-    return;
-  }
+  const auto found = grpo::text::testing::find_tokenizer_dir("qwen3");
+  if (!found) GRPO_SKIP(grpo::text::testing::missing_tokenizer("qwen3"));
+  const fs::path dir = *found;
   // ids from Hugging Face's tokenizer (tests/text/data/qwen3_reference.jsonl)
   auto r = run("tokenize --tokenizer " + dir.string(),
                R"({"text": "Hello, world! How are you doing today? I'm fine; thanks."})" "\n");

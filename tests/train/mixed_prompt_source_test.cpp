@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <support/skip.hpp>
 
 namespace fs = std::filesystem;
 using namespace grpo;
@@ -56,10 +57,7 @@ train::MixedPromptSourceOptions options(const fs::path& rows) {
 TEST_CASE("MixedPromptSource: domains by tag, shares, curriculum, filter, and a restored source draws the same",
           "[train][mixed_prompt_source]") {
   const auto dir = text::testing::find_tokenizer_dir("qwen3");
-  if (!dir) {
-    WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
-    return;
-  }
+  if (!dir) GRPO_SKIP(text::testing::missing_tokenizer("qwen3"));
   const auto rows = write_rows();
   const auto tokenizer = text::Tokenizer::from_pretrained(*dir);
   train::MixedPromptSource source(options(rows), tokenizer, {151645});

@@ -17,6 +17,7 @@
 #include <support/tokenizer_testing.hpp>
 #include <text/reference_fixture.hpp>
 #include <vector>
+#include <support/skip.hpp>
 
 using grpo::text::ChatMessage;
 using grpo::text::ChatTemplate;
@@ -187,10 +188,7 @@ TEST_CASE("sft targets: chatml assistant content and <|im_end|>, by hand on byte
 
 TEST_CASE("sft targets on the real Qwen tokenizer: chatml (Qwen2.5), multi-turn, qwen3 reasoning", "[sft][tokenizer]") {
   const Tokenizer* qwen = grpo::text::testing::shared_tokenizer("qwen3");
-  if (qwen == nullptr) {
-    WARN("skipped: the Qwen tokenizer is not installed (scripts/install-deps.sh fetches it)");
-    return;
-  }
+  if (qwen == nullptr) GRPO_SKIP(grpo::text::testing::missing_tokenizer("qwen3"));
   SECTION("Qwen2.5 chatml with its default system prompt") {
     const auto qwen25 = ChatTemplate::from_name("qwen2.5");
     const std::vector<ChatMessage> messages = {{"user", "What is 2+3?", std::nullopt},
@@ -253,10 +251,7 @@ TEST_CASE("sft targets on the real Qwen tokenizer: chatml (Qwen2.5), multi-turn,
 
 TEST_CASE("sft targets on the real Llama 3 tokenizer: <|eot_id|> ends the turn", "[sft][tokenizer]") {
   const Tokenizer* llama = grpo::text::testing::shared_tokenizer("llama3");
-  if (llama == nullptr) {
-    WARN("skipped: the Llama 3 tokenizer is not installed (scripts/install-deps.sh fetches it)");
-    return;
-  }
+  if (llama == nullptr) GRPO_SKIP(grpo::text::testing::missing_tokenizer("llama3"));
   const std::vector<ChatMessage> messages = {{"user", "Hi", std::nullopt},
                                              {"assistant", " Hello there ", std::nullopt}};
   const auto e =

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace grpo {
@@ -96,7 +98,8 @@ struct LossKernel {
   int64_t time;
   const GrpoLossOptions* options;
   double divisor;
-  bool seq_mean;
+  bool seq_mean;      // average each sequence's tokens first
+  bool seq_mean_eps;  // ... dividing by |o| + 1e-8 (verl) instead of |o|
 
   Partial rows(int64_t begin, int64_t end) const;
 };
@@ -106,7 +109,11 @@ Partial LossKernel<T>::rows(int64_t begin, int64_t end) const {
   const auto& po = options->policy;
   const bool cispo = po.type == PolicyLossType::cispo;
   const bool sequence = po.importance_level == ImportanceLevel::sequence;
-  const double c = po.log_ratio_clamp, lo = 1.0 - po.epsilon_low, hi = 1.0 + po.epsilon_high;
+  // The surrogate's bounds on log w, intersected with the overflow guard of T (policy_loss.hpp).
+  const LogRatioBounds bounds = po.effective_log_ratio_bounds();
+  const double guard = detail::log_ratio_overflow_guard(std::is_same_v<T, double> ? torch::kDouble : torch::kFloat);
+  const double c_low = std::max(bounds.low, -guard), c_high = std::min(bounds.high, guard);
+  const double lo = 1.0 - po.epsilon_low, hi = 1.0 + po.epsilon_high;
   const double beta = options->beta;
   Partial p;
   for (int64_t b = begin; b < end; ++b) {
@@ -119,17 +126,17 @@ Partial LossKernel<T>::rows(int64_t begin, int64_t end) const {
     }
     for (int64_t t = 0; t < time; ++t) grad[row + t] = T(0);
     if (len == 0) continue;
-    const double coef = seq_mean ? 1.0 / (len * divisor) : 1.0 / divisor;
-    const double seq_log_w = std::clamp(seq_delta / len, -c, c);
-    const bool seq_pass = std::abs(seq_delta / len) <= c;
+    const double coef = seq_mean ? 1.0 / ((seq_mean_eps ? len + 1e-8 : len) * divisor) : 1.0 / divisor;
+    const double seq_log_w = std::clamp(seq_delta / len, c_low, c_high);
+    const bool seq_pass = seq_delta / len >= c_low && seq_delta / len <= c_high;
     double seq_grad = 0;  // Σ_t coef·∂L_t/∂w for the sequence weight (GSPO)
     for (int64_t t = 0; t < time; ++t) {
       const int64_t i = row + t;
       if (valid[i] == 0.0f) continue;
       const double x = lp[i], o = old != nullptr ? old[i] : x, a = adv_per_token ? adv[i] : adv[b];
       const double delta = x - o;
-      const double log_w = sequence ? seq_log_w : std::clamp(delta, -c, c);
-      const bool pass = sequence ? seq_pass : std::abs(delta) <= c;
+      const double log_w = sequence ? seq_log_w : std::clamp(delta, c_low, c_high);
+      const bool pass = sequence ? seq_pass : (delta >= c_low && delta <= c_high);
       const double w = std::exp(static_cast<T>(log_w));
       double l, d_lp = 0;
       if (cispo) {
@@ -229,7 +236,7 @@ namespace {
 struct Prepared {
   torch::Tensor valid, old, ref, ent, adv;  // valid: float mask after truncation
   int64_t batch = 0, time = 0;
-  bool seq_mean = false;
+  bool seq_mean = false, seq_mean_eps = false;
 };
 
 Prepared prepare(const GrpoLossOptions& options, const LossInputs& in, const torch::Tensor& like, const char* like_name,
@@ -260,7 +267,9 @@ Prepared prepare(const GrpoLossOptions& options, const LossInputs& in, const tor
   p.adv = as_compute(in.advantages, dtype);
   p.batch = like.size(0);
   p.time = like.size(1);
-  p.seq_mean = aggregation_rule(options.loss_type).aggregation == Aggregation::sum_of_sequence_means;
+  const Aggregation aggregation = aggregation_rule(options.loss_type).aggregation;
+  p.seq_mean = averages_sequences(aggregation);
+  p.seq_mean_eps = aggregation == Aggregation::sum_of_sequence_means_eps;
   return p;
 }
 
@@ -270,10 +279,14 @@ LossKernel<T> make_kernel(const Prepared& p, const torch::Tensor& lp, const torc
   auto ptr = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; };
   return LossKernel<T>{p.valid.data_ptr<float>(), ptr(lp),     ptr(p.old),        ptr(p.ref),
                        ptr(p.ent),                ptr(p.adv),  p.adv.dim() == 2,  grad.data_ptr<T>(),
-                       p.time,                    &options,    normaliser.divisor(), p.seq_mean};
+                       p.time,                    &options,    normaliser.divisor(), p.seq_mean,
+                       p.seq_mean_eps};
 }
 
-LossMetrics metrics_of(const Partial& total, bool has_ref, bool has_ent) {
+/// `total` as LossMetrics. entropy_share: for GrpoLossOptions::entropy_aggregation token_mean on a loss type that is
+/// not token-normalised (or bnpo), the micro-batch's share of the normaliser, by which its mean entropy is weighted
+/// (GrpoLoss::entropy_bonus_term); unset when the entropy is aggregated like the loss.
+LossMetrics metrics_of(const Partial& total, bool has_ref, bool has_ent, std::optional<double> entropy_share) {
   LossMetrics m;
   const double denom = std::max(total.count, 1.0);
   m.loss = total.loss;
@@ -284,7 +297,7 @@ LossMetrics metrics_of(const Partial& total, bool has_ref, bool has_ent) {
     m.kl_mean = total.kl_tokens / denom;
   }
   if (has_ent) {
-    m.entropy_loss = total.ent;
+    m.entropy_loss = entropy_share ? total.ent_tokens / denom * *entropy_share : total.ent;
     m.entropy_mean = total.ent_tokens / denom;
   }
   m.clip_ratio_low_mean = total.low / denom;
@@ -346,7 +359,8 @@ LossOutput FusedGrpoLoss::operator()(const LossInputs& in, const Normaliser& nor
   });
   LossOutput out;
   out.loss = PrecomputedGradFunction::apply(in.log_probs, torch::scalar_tensor(total.loss, lp.options()), grad);
-  out.metrics = metrics_of(total, p.ref.defined(), p.ent.defined());
+  out.metrics = metrics_of(total, p.ref.defined(), p.ent.defined(),
+                           GrpoLoss(options_).entropy_mean_share(p.valid, normaliser));
   return out;
 }
 
@@ -424,7 +438,8 @@ LossOutput FusedGrpoLoss::operator()(const torch::Tensor& hidden, const torch::T
   } else {
     out.loss = value;
   }
-  out.metrics = metrics_of(total, p.ref.defined(), p.ent.defined());
+  out.metrics = metrics_of(total, p.ref.defined(), p.ent.defined(),
+                           GrpoLoss(options_).entropy_mean_share(p.valid, normaliser));
   return out;
 }
 

@@ -102,7 +102,8 @@ torch::Tensor reference_advantages(const Matrix& r, const Matrix& lengths, const
     if (vals.empty()) continue;
     if (vals.size() == 1) {
       if (o.singleton == SingletonGroup::zero) continue;
-      c[p][idx[0]] = vals[0];
+      // raw_reward: μ = 0, σ = 1 (verl), so grpo gives (s − 0)/(1 + ε).
+      c[p][idx[0]] = o.estimator == AdvantageEstimator::grpo ? vals[0] / (1.0 + o.eps) : vals[0];
       in_batch[p][idx[0]] = true;
       continue;
     }
@@ -161,10 +162,14 @@ torch::Tensor reference_advantages(const Matrix& r, const Matrix& lengths, const
       for (size_t g = 0; g < G; ++g)
         if (in_batch[p][g])
           for (int t = 0; t < static_cast<int>(lengths[p][g]); ++t) tokens.push_back(c[p][g]);
-    const double m = mean_of(tokens);
+    // verl masked_mean divides by N + 1e-8; masked_var is masked_mean of the squares times N/(N − 1).
+    const double n = static_cast<double>(tokens.size());
+    double sum = 0;
+    for (double x : tokens) sum += x;
+    const double m = sum / (n + 1e-8);
     double ss = 0;
     for (double x : tokens) ss += (x - m) * (x - m);
-    const double var = ss / static_cast<double>(tokens.size() - 1);
+    const double var = ss / (n + 1e-8) * (n / (n - 1));
     for (size_t p = 0; p < P; ++p)
       for (size_t g = 0; g < G; ++g)
         if (in_batch[p][g]) c[p][g] = (c[p][g] - m) / std::sqrt(var + 1e-8);
@@ -238,18 +243,23 @@ TEST_CASE("rloo: reward minus the mean of the other samples", "[advantage]") {
 TEST_CASE("reinforce_pp_baseline: centre per group, then verl masked_whiten over the batch", "[advantage]") {
   const GroupAdvantage adv(with(AdvantageEstimator::reinforce_pp_baseline));
   SECTION("sequence-weighted (no lengths)") {
-    // c = [−2, −1, 0, 3, −.5, −.5, .5, .5], mean 0, unbiased var = (4+1+0+9+4·.25)/7 = 15/7.
-    const double s = std::sqrt(15.0 / 7.0 + 1e-8);
+    // c = [−2, −1, 0, 3, −.5, −.5, .5, .5], mean 0, unbiased var = (4+1+0+9+4·.25)/7 = 15/7 (verl's masked_var:
+    // 15/(8 + 1e-8) · 8/7).
+    const double s = std::sqrt(15.0 / (8.0 + 1e-8) * (8.0 / 7.0) + 1e-8);
     GRPO_REQUIRE_CLOSE(adv(hand_rewards()).advantages,
                        f64({-2 / s, -1 / s, 0, 3 / s, -.5 / s, -.5 / s, .5 / s, .5 / s}, {8}), kTight, kTight);
   }
   SECTION("token-weighted by lengths, as verl whitens over response tokens") {
-    // Σ L·c = −2 −2 +0 +12 −2 −1.5 +1 +.5 = 6, Σ L = 20, mean = 0.3.
-    // Σ L·(c − .3)² = 5.29 + 3.38 + .27 + 29.16 + 2.56 + 1.92 + .08 + .04 = 42.7, unbiased var = 42.7/19.
-    const double s = std::sqrt(42.7 / 19.0 + 1e-8);
+    // Σ L·c = −2 −2 +0 +12 −2 −1.5 +1 +.5 = 6, Σ L = 20, mean = 0.3 (verl: 6/(20 + 1e-8)).
+    // Σ L·(c − .3)² = 5.29 + 3.38 + .27 + 29.16 + 2.56 + 1.92 + .08 + .04 = 42.7, unbiased var = 42.7/19; with
+    // verl's mean m: Σ L·(c − m)² = 42.7 + 20·(0.3 − m)², divided by 20 + 1e-8, times 20/19.
+    const double m = 6.0 / (20.0 + 1e-8);
+    const double s = std::sqrt((42.7 + 20.0 * (0.3 - m) * (0.3 - m)) / (20.0 + 1e-8) * (20.0 / 19.0) + 1e-8);
     GRPO_REQUIRE_CLOSE(adv(hand_rewards(), hand_lengths()).advantages,
-                       f64({-2.3 / s, -1.3 / s, -.3 / s, 2.7 / s, -.8 / s, -.8 / s, .2 / s, .2 / s}, {8}), kTight,
-                       kTight);
+                       f64({(-2 - m) / s, (-1 - m) / s, -m / s, (3 - m) / s, (-.5 - m) / s, (-.5 - m) / s,
+                            (.5 - m) / s, (.5 - m) / s},
+                           {8}),
+                       kTight, kTight);
   }
 }
 
@@ -355,19 +365,23 @@ TEST_CASE("a group with one valid reward follows SingletonGroup", "[advantage]")
       GRPO_REQUIRE_CLOSE(a.slice(0, 0, 4), torch::zeros({4}, torch::kFloat64), 0, 0);
     }
   }
-  SECTION("raw_reward: verl's μ = 0, σ = 1, so the reward itself") {
+  SECTION("raw_reward: verl's μ = 0, σ = 1, so (s − 0)/(1 + ε) for grpo and the reward itself otherwise") {
     auto o = with(AdvantageEstimator::grpo, 1e-6);
     o.singleton = SingletonGroup::raw_reward;
-    GRPO_REQUIRE_CLOSE(GroupAdvantage(o)(single).advantages, f64({0.7, -2.0}, {2}), kTight, kTight);
+    const double z = 1.0 / (1.0 + 1e-6);
+    GRPO_REQUIRE_CLOSE(GroupAdvantage(o)(single).advantages, f64({0.7 * z, -2.0 * z}, {2}), kTight, kTight);
     auto a = GroupAdvantage(o)(one_valid).advantages;
-    GRPO_REQUIRE_CLOSE(a.slice(0, 0, 4), f64({0, 0.7, 0, 0}, {4}), kTight, kTight);
+    GRPO_REQUIRE_CLOSE(a.slice(0, 0, 4), f64({0, 0.7 * z, 0, 0}, {4}), kTight, kTight);
     // GPG scales it by α: rewards {0.7, −2} both non-zero, α = 2/2 = 1.
     o.estimator = AdvantageEstimator::gpg;
     GRPO_REQUIRE_CLOSE(GroupAdvantage(o)(single).advantages, f64({0.7, -2.0}, {2}), kTight, kTight);
-    // REINFORCE++-baseline whitens the raw rewards: mean −0.65, unbiased var = (1.35² + 1.35²)/1 = 3.645.
+    // REINFORCE++-baseline whitens the raw rewards: mean −1.3/(2 + 1e-8) ≈ −0.65, unbiased var = Σ(x − m)²/(2 + 1e-8)
+    // · 2/1 ≈ (1.35² + 1.35²)/1 = 3.645 (verl masked_mean / masked_var).
     o.estimator = AdvantageEstimator::reinforce_pp_baseline;
-    const double s = std::sqrt(3.645 + 1e-8);
-    GRPO_REQUIRE_CLOSE(GroupAdvantage(o)(single).advantages, f64({1.35 / s, -1.35 / s}, {2}), kTight, kTight);
+    const double m = -1.3 / (2.0 + 1e-8);
+    const double s = std::sqrt(((0.7 - m) * (0.7 - m) + (-2.0 - m) * (-2.0 - m)) / (2.0 + 1e-8) * 2.0 + 1e-8);
+    GRPO_REQUIRE_CLOSE(GroupAdvantage(o)(single).advantages, f64({(0.7 - m) / s, (-2.0 - m) / s}, {2}), kTight,
+                       kTight);
   }
   SECTION("error: throws naming the group") {
     auto o = with(AdvantageEstimator::pass_at_k);

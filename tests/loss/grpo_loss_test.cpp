@@ -143,11 +143,13 @@ TEST_CASE("GrpoLoss: the recipes against an fp64 loop re-derivation, with finite
 TEST_CASE("GrpoLoss: every mask, sampler correction, IS-weighted KL and the entropy bonus together",
           "[loss][grpo_loss]") {
   const LossBatch b = random_loss_batch(6, 5, 52);
-  for (auto type : {LossType::dapo, LossType::grpo, LossType::luspo}) {
+  // (luspo refuses per-token terms; its combinations are in tests/parity.)
+  for (auto type : {LossType::dapo, LossType::grpo}) {
     for (auto mode : {SamplerCorrectionMode::token_truncate, SamplerCorrectionMode::sequence_mask}) {
       INFO("loss type " << grpo::to_string(type) << " sampler mode " << grpo::to_string(mode));
       GrpoLossOptions o;
       o.loss_type = type;
+      o.entropy_aggregation = grpo::EntropyAggregation::like_loss;  // what reference_loss computes
       o.policy.epsilon_high = 0.28;
       o.beta = 0.1;
       o.kl_importance_weighted = true;
@@ -367,8 +369,16 @@ TEST_CASE("GrpoLoss: bad inputs and options throw, naming shapes and options", "
   o.policy.type = PolicyLossType::gmpo;  // with the default loss_type dapo, a token sum
   REQUIRE_THROWS_AS(GrpoLoss(o), grpo::ConfigError);
   REQUIRE_THROWS_WITH(GrpoLoss(o),
-                      "GrpoLossOptions: policy.type 'gmpo' gives one loss per sequence and needs a loss_type that "
-                      "averages each sequence's tokens (grpo or seq_mean_token_mean), got loss_type 'dapo'");
+                      "GrpoLossOptions: policy.type 'gmpo' averages its per-sequence loss over all B sequences (TRL "
+                      "GMPOTrainer, verl geo_mean ignore the loss aggregation): set loss_type 'grpo', got 'dapo'");
+  o.loss_type = LossType::luspo;
+  o.policy.type = PolicyLossType::ppo_clip;  // token level: TRL would average a [B, T] matrix over B·T
+  REQUIRE_THROWS_WITH(GrpoLoss(o), Catch::Matchers::Contains("loss_type 'luspo'") &&
+                                       Catch::Matchers::Contains("policy.importance_level != sequence"));
+  o.policy.importance_level = grpo::ImportanceLevel::sequence;
+  REQUIRE_NOTHROW(GrpoLoss(o));
+  o.beta = 0.1;
+  REQUIRE_THROWS_WITH(GrpoLoss(o), Catch::Matchers::Contains("beta > 0"));
   o = {};
   o.loss_type = LossType::sapo;
   REQUIRE_THROWS_WITH(GrpoLoss(o),
@@ -399,7 +409,7 @@ TEST_CASE("GrpoLoss: bad inputs and options throw, naming shapes and options", "
   REQUIRE_THROWS_AS(grpo::parse_loss_type("grpo_plus"), grpo::ConfigError);
 }
 
-TEST_CASE("GrpoLoss: gmpo is accepted only with a sequence-mean loss_type, and then is mean_i L_i",
+TEST_CASE("GrpoLoss: gmpo is accepted only with loss_type grpo, and then is mean_i L_i over all B rows",
           "[loss][grpo_loss]") {
   for (auto type : {LossType::grpo, LossType::bnpo, LossType::dr_grpo, LossType::dapo, LossType::luspo,
                     LossType::token_mean, LossType::seq_mean_token_sum, LossType::seq_mean_token_mean,
@@ -409,17 +419,16 @@ TEST_CASE("GrpoLoss: gmpo is accepted only with a sequence-mean loss_type, and t
     o.max_completion_length = 8;
     o.policy.type = PolicyLossType::gmpo;
     INFO("loss type " << grpo::to_string(type));
-    if (type == LossType::grpo || type == LossType::seq_mean_token_mean) {
+    if (type == LossType::grpo) {
       REQUIRE_NOTHROW(GrpoLoss(o));
     } else {
       REQUIRE_THROWS_WITH(GrpoLoss(o), Catch::Matchers::Contains("policy.type 'gmpo'") &&
-                                           Catch::Matchers::EndsWith(fmt::format("got loss_type '{}'",
-                                                                                 grpo::to_string(type))));
+                                           Catch::Matchers::EndsWith(fmt::format("got '{}'", grpo::to_string(type))));
     }
   }
 
   // fp64 loop of TRL's GMPO loss: per sequence, Δ_t = lp − lp_old, Δ'_t = min(Δ, clip(Δ, −ε, ε)) for A > 0 and max(...)
-  // otherwise, L_i = −A_i·exp(Σ_t Δ'_t / |o_i|), loss = Σ_i L_i / N with an empty row counting 0.
+  // otherwise, L_i = −A_i·exp(Σ_t Δ'_t / max(|o_i|, 1)), loss = Σ_i L_i / B with an empty row counting −A_i.
   const LossBatch b = random_loss_batch(5, 4, 57);
   const double eps = 0.1;
   double sum = 0.0, non_empty = 0.0;
@@ -433,22 +442,19 @@ TEST_CASE("GrpoLoss: gmpo is accepted only with a sequence-mean loss_type, and t
       clipped += a > 0 ? std::min(d, in_range) : std::max(d, in_range);
       len += 1.0;
     }
-    if (len == 0.0) continue;
-    sum += -a * std::exp(clipped / len);
-    non_empty += 1.0;
+    sum += -a * std::exp(clipped / std::max(len, 1.0));
+    non_empty += len > 0.0;
   }
   REQUIRE(non_empty == 4.0);  // row 1 is empty
-  for (auto type : {LossType::grpo, LossType::seq_mean_token_mean}) {
-    INFO("loss type " << grpo::to_string(type));
+  {
     GrpoLossOptions o;
-    o.loss_type = type;
+    o.loss_type = LossType::grpo;
     o.policy.type = PolicyLossType::gmpo;
     o.policy.epsilon_low = o.policy.epsilon_high = eps;
     GrpoLoss loss(o);
     auto in = b.inputs();
     const Normaliser n = loss.local_normaliser(in);
-    // TRL's grpo averages over all B = 5 rows; verl's seq_mean_token_mean over the 4 non-empty ones.
-    REQUIRE(n.divisor() == (type == LossType::grpo ? 5.0 : 4.0));
+    REQUIRE(n.divisor() == 5.0);
     REQUIRE(loss_value(loss, in, n) == Approx(sum / n.divisor()).epsilon(1e-12));
     auto f = [&](const torch::Tensor& x) {
       auto copy = in;

@@ -54,11 +54,16 @@ std::vector<Case> cases() {
   for (auto type : kAllLossTypes) {
     const std::string name(grpo::to_string(type));
     out.push_back({name, base(type)});
+    // luspo refuses per-token terms (a KL, the top-entropy mask; grpo_loss.hpp): only its entropy bonus.
     auto kl = base(type);  // β > 0 (importance-weighted k3) and an entropy bonus
-    kl.beta = 0.04;
+    kl.beta = type == LossType::luspo ? 0.0 : 0.04;
     kl.kl_importance_weighted = true;
     kl.entropy_coef = 0.01;
-    out.push_back({name + " + kl + entropy", kl});
+    // verl's entropy term, aggregated like the loss, is split-invariant; TRL's token mean is not for the
+    // sequence-normalised types (it is the micro-batch's own mean, ÷ GA).
+    kl.entropy_aggregation = grpo::EntropyAggregation::like_loss;
+    out.push_back({name + (type == LossType::luspo ? " + entropy" : " + kl + entropy"), kl});
+    if (type == LossType::luspo) continue;
     auto all = kl;  // ... and every mask and the sampler correction
     all.top_entropy_quantile = 0.5;
     all.off_policy_mask_threshold = 0.02;

@@ -19,6 +19,7 @@ namespace {
 
 using grpo::ImportanceLevel;
 using grpo::PolicyLossOptions;
+using grpo::LogRatioBounds;
 using grpo::PolicyLossType;
 using grpo::testing::autograd_grad;
 using grpo::testing::finite_difference_grad;
@@ -122,7 +123,8 @@ std::vector<double> covariance(const Batch& b) {
 
 Reference reference(const Batch& b, const PolicyLossOptions& o) {
   const int64_t B = b.rows, T = b.cols;
-  const double c = o.log_ratio_clamp, el = o.epsilon_low, eh = o.epsilon_high;
+  const auto bounds = o.effective_log_ratio_bounds();
+  const double c_lo = bounds.low, c_hi = bounds.high, el = o.epsilon_low, eh = o.epsilon_high;
   auto clampd = [](double x, double lo, double hi) { return std::min(std::max(x, lo), hi); };
   Reference r;
   r.loss.assign(B * T, 0.0);
@@ -149,9 +151,12 @@ Reference reference(const Batch& b, const PolicyLossOptions& o) {
       if (!b.valid(i, t)) continue;
       const double d = b.lp[i * T + t] - b.old[i * T + t];
       seq_sum += d;
-      vespo_sum += clampd(d, -c, c);
-      const double dc = clampd(d, -c, c), in_range = clampd(dc, -el, eh);
-      gmpo_sum += b.a(i, t) > 0 ? std::min(dc, in_range) : std::max(dc, in_range);
+      vespo_sum += clampd(d, c_lo, c_hi);
+      const double dc = clampd(d, c_lo, c_hi), in_range = clampd(dc, -el, eh);
+      // TRL GMPOTrainer ([B] advantages): by the sign test A > 0; verl geo_mean ([B, T]): sign(A)·min(sign(A)·…).
+      const double a = b.a(i, t), sgn = (a > 0) - (a < 0);
+      gmpo_sum += b.adv_per_token ? sgn * std::min(sgn * dc, sgn * in_range)
+                                  : (a > 0 ? std::min(dc, in_range) : std::max(dc, in_range));
       adv_sum += b.a(i, t);
     }
     const double len = b.length(i);
@@ -159,7 +164,8 @@ Reference reference(const Batch& b, const PolicyLossOptions& o) {
       const int64_t k = i * T + t;
       if (!b.valid(i, t)) continue;
       const double a = b.a(i, t), lp = b.lp[k], d = lp - b.old[k];
-      const double log_w = o.importance_level == ImportanceLevel::token ? clampd(d, -c, c) : clampd(seq_sum / len, -c, c);
+      const double log_w =
+          o.importance_level == ImportanceLevel::token ? clampd(d, c_lo, c_hi) : clampd(seq_sum / len, c_lo, c_hi);
       const double w = std::exp(log_w);
       switch (o.type) {
         case PolicyLossType::ppo_clip:
@@ -199,8 +205,9 @@ Reference reference(const Batch& b, const PolicyLossOptions& o) {
           r.loss[k] = -a * lp;
           break;
         case PolicyLossType::gmpo: {
-          const double seq_adv = b.adv_per_token ? adv_sum / len : b.adv[i];
-          r.loss[k] = -seq_adv * std::exp(gmpo_sum / len);
+          // verl divides by |o| + 1e-8, TRL by max(|o|, 1).
+          const double seq_adv = b.adv_per_token ? adv_sum / (len + 1e-8) : b.adv[i];
+          r.loss[k] = -seq_adv * std::exp(gmpo_sum / (b.adv_per_token ? len + 1e-8 : len));
           break;
         }
         case PolicyLossType::kl_cov:
@@ -283,14 +290,14 @@ torch::Tensor sum_loss(const Batch& b, const PolicyLossOptions& o, const torch::
 
 }  // namespace
 
-TEST_CASE("the loops over every supported (type, level) cover the 14 pairs the options accept", "[loss][policy_loss]") {
-  // ppo_clip at all three levels; cispo, cispo_two_sided and sapo at token and sequence_token; vespo, gpg, gmpo,
+TEST_CASE("the loops over every supported (type, level) cover the 17 pairs the options accept", "[loss][policy_loss]") {
+  // ppo_clip, cispo, cispo_two_sided and sapo at all three levels; vespo, gpg, gmpo,
   // clip_cov and kl_cov at token only (PolicyLossOptions::importance_level). A pair validate() stops accepting, or
   // a new one, changes this count and so fails here instead of silently leaving the loops.
   std::set<std::string> pairs;
   for (const auto& o : all_supported_options()) pairs.insert(describe(o));
-  CHECK(pairs.size() == 14);
-  CHECK(all_supported_options().size() == 14);
+  CHECK(pairs.size() == 17);
+  CHECK(all_supported_options().size() == 17);
 }
 
 // ===============================================================================================================
@@ -633,22 +640,37 @@ TEST_CASE("log_importance_weight is the weight the surrogate uses, with its grad
   for (auto level : {ImportanceLevel::token, ImportanceLevel::sequence, ImportanceLevel::sequence_token}) {
     INFO(grpo::importance_level_name(level));
     const auto o = with_type(PolicyLossType::ppo_clip, level);
-    auto f = [&](const torch::Tensor& lp) { return grpo::log_importance_weight(lp, b.old_t(), b.mask_t(), o); };
+    auto f = [&](const torch::Tensor& lp) {
+      return grpo::log_importance_weight(lp, b.old_t(), b.mask_t(), level, o.effective_log_ratio_bounds());
+    };
     GRPO_REQUIRE_CLOSE(f(b.lp_t()), run(b, o).log_ratio, 0, 0);
     // d Σ log w / d lp = 1 on valid tokens at every level: token trivially; sequence: each of the |o_i| entries of
     // row i is Σ_t Δ_t/|o_i|, so every token contributes |o_i|·(1/|o_i|); sequence_token: lp − sg(lp) per token.
     auto sum = [&](const torch::Tensor& lp) { return f(lp).sum(); };
     GRPO_REQUIRE_CLOSE(autograd_grad(sum, b.lp_t()), b.mask_t().to(torch::kFloat64), 1e-12, 1e-12);
   }
-  // The clamp: log w = ±100 becomes ±20 with no gradient.
+  // The clamp: log w = ±100 becomes ±20 with no gradient under verl's symmetric bounds; at_most(10) clamps only
+  // the upper side (verl gspo); none() leaves both with gradient 1 (TRL); the float64 overflow guard is 700.
   auto lp = torch::zeros({1, 2}, torch::kFloat64);
   auto old = torch::tensor({{-100.0, 100.0}}, torch::kFloat64);
-  auto f = [&](const torch::Tensor& x) {
-    return grpo::log_importance_weight(x, old, torch::ones({1, 2}), PolicyLossOptions{});
+  auto f = [&](const LogRatioBounds& bounds) {
+    return [&, bounds](const torch::Tensor& x) {
+      return grpo::log_importance_weight(x, old, torch::ones({1, 2}), ImportanceLevel::token, bounds);
+    };
   };
-  GRPO_REQUIRE_CLOSE(f(lp), torch::tensor({{20.0, -20.0}}, torch::kFloat64), 0, 0);
-  GRPO_REQUIRE_CLOSE(autograd_grad([&](const torch::Tensor& x) { return f(x).sum(); }, lp),
-                     torch::zeros({1, 2}, torch::kFloat64), 0, 0);
+  auto grad_of = [&](const LogRatioBounds& bounds) {
+    return autograd_grad([&](const torch::Tensor& x) { return f(bounds)(x).sum(); }, lp);
+  };
+  GRPO_REQUIRE_CLOSE(f(LogRatioBounds::symmetric(20))(lp), torch::tensor({{20.0, -20.0}}, torch::kFloat64), 0, 0);
+  GRPO_REQUIRE_CLOSE(grad_of(LogRatioBounds::symmetric(20)), torch::zeros({1, 2}, torch::kFloat64), 0, 0);
+  GRPO_REQUIRE_CLOSE(f(LogRatioBounds::at_most(10))(lp), torch::tensor({{10.0, -100.0}}, torch::kFloat64), 0, 0);
+  GRPO_REQUIRE_CLOSE(grad_of(LogRatioBounds::at_most(10)), torch::tensor({{0.0, 1.0}}, torch::kFloat64), 0, 0);
+  GRPO_REQUIRE_CLOSE(f(LogRatioBounds::none())(lp), torch::tensor({{100.0, -100.0}}, torch::kFloat64), 0, 0);
+  GRPO_REQUIRE_CLOSE(grad_of(LogRatioBounds::none()), torch::ones({1, 2}, torch::kFloat64), 0, 0);
+  auto far_old = torch::tensor({{-1000.0, 1000.0}}, torch::kFloat64);
+  GRPO_REQUIRE_CLOSE(grpo::log_importance_weight(lp, far_old, torch::ones({1, 2}), ImportanceLevel::token,
+                                                 LogRatioBounds::none()),
+                     torch::tensor({{700.0, -700.0}}, torch::kFloat64), 0, 0);
 }
 
 // ===============================================================================================================
@@ -782,8 +804,8 @@ TEST_CASE("validate rejects bad options, naming the option", "[loss][policy_loss
       {[](auto& o) { o.dual_clip_c = 1.0; }, "dual_clip_c"},
       {[](auto& o) { o.dual_clip_c = 0.5; }, "dual_clip_c"},
       {[](auto& o) { o.type = PolicyLossType::clip_cov; o.dual_clip_c = 3.0; }, "dual_clip_c"},
-      {[](auto& o) { o.log_ratio_clamp = 0; }, "log_ratio_clamp"},
-      {[](auto& o) { o.log_ratio_clamp = 100; }, "log_ratio_clamp"},
+      {[](auto& o) { o.log_ratio_bounds = LogRatioBounds{0.0, 1.0}; }, "log_ratio_bounds"},
+      {[](auto& o) { o.log_ratio_bounds = LogRatioBounds{-1.0, std::nan("")}; }, "log_ratio_bounds"},
       {[](auto& o) { o.sapo_tau_pos = 0; }, "sapo_tau_pos"},
       {[](auto& o) { o.sapo_tau_neg = -1; }, "sapo_tau_neg"},
       {[](auto& o) { o.vespo_k_pos = -1; }, "vespo_k_pos"},
@@ -795,8 +817,6 @@ TEST_CASE("validate rejects bad options, naming the option", "[loss][policy_loss
       {[](auto& o) { o.clip_cov_lb = 5; o.clip_cov_ub = 1; }, "clip_cov_lb"},
       {[](auto& o) { o.kl_cov_ratio = 0; }, "kl_cov_ratio"},
       {[](auto& o) { o.kl_cov_coef = -0.1; }, "kl_cov_coef"},
-      {[](auto& o) { o.type = PolicyLossType::cispo; o.importance_level = ImportanceLevel::sequence; }, "importance_level"},
-      {[](auto& o) { o.type = PolicyLossType::sapo; o.importance_level = ImportanceLevel::sequence; }, "importance_level"},
       {[](auto& o) { o.type = PolicyLossType::vespo; o.importance_level = ImportanceLevel::sequence_token; }, "importance_level"},
       {[](auto& o) { o.type = PolicyLossType::gmpo; o.importance_level = ImportanceLevel::sequence; }, "importance_level"},
       {[](auto& o) { o.type = PolicyLossType::kl_cov; o.importance_level = ImportanceLevel::sequence; }, "importance_level"},
@@ -820,9 +840,9 @@ TEST_CASE("validate rejects bad options, naming the option", "[loss][policy_loss
     require_throws_containing<grpo::ConfigError>([&] { o.validate(); }, {"PolicyLossOptions." + bad.option});
     require_throws_containing<grpo::ConfigError>([&] { run(b, o); }, {bad.option});  // policy_loss validates too
   }
-  // The supported combinations: ppo_clip at every level; cispo, cispo_two_sided and sapo at token and
-  // sequence_token; vespo, gpg, gmpo, clip_cov, kl_cov at token.
-  REQUIRE(all_supported_options().size() == 3 + 2 + 2 + 2 + 5);
+  // The supported combinations: ppo_clip, cispo, cispo_two_sided and sapo at every level; vespo, gpg, gmpo,
+  // clip_cov, kl_cov at token.
+  REQUIRE(all_supported_options().size() == 3 + 3 + 3 + 3 + 5);
 }
 
 TEST_CASE("policy_loss rejects mismatched shapes and dtypes, naming the argument", "[loss][policy_loss]") {

@@ -39,7 +39,8 @@ namespace grpo {
 /// What a group with exactly one valid reward gets (no baseline can be formed from one sample).
 enum class SingletonGroup {
   zero,        ///< advantage 0 and left out of batch whitening. TRL (its nanstd is NaN, then nan_to_num → 0).
-  raw_reward,  ///< baseline 0, scale 1: the reward itself enters the estimator's batch step (GPG α, whitening).
+  raw_reward,  ///< baseline 0, scale 1: the reward itself, divided by 1 + ε where the estimator divides by σ + ε
+               ///< (grpo: (s − 0)/(1 + ε)), enters the estimator's batch step (GPG α, whitening).
                ///< verl grpo/rloo/gpg/opo/reinforce_plus_plus_baseline (μ = 0, σ = 1).
   error,       ///< throw grpo::Error naming the group. verl grpo_passk refuses groups of size 1.
 };
@@ -233,7 +234,10 @@ inline RowMatrixXd group_z_score(const RowMatrixXd& r, double eps, SingletonGrou
     const NanMeanStd s = nan_mean_std(r.row(p));
     if (s.count == 1) {
       if (singleton == SingletonGroup::error) throw_singleton(what, p, r.cols());
-      if (singleton == SingletonGroup::raw_reward) continue;  // μ = 0, σ = 1
+      if (singleton == SingletonGroup::raw_reward) {  // μ = 0, σ = 1: (s − 0)/(1 + ε)
+        for (Eigen::Index g = 0; g < r.cols(); ++g) z(p, g) = r(p, g) / (1.0 + eps);
+        continue;
+      }
     }
     for (Eigen::Index g = 0; g < r.cols(); ++g) {
       if (!std::isnan(r(p, g))) z(p, g) = s.count == 1 ? 0.0 : (r(p, g) - s.mean) / (s.std + eps);
@@ -465,9 +469,11 @@ class GroupAdvantage {
       if (s.count == 1) {
         if (options_.singleton == SingletonGroup::error) detail::throw_singleton(what, p, G);
         if (options_.singleton == SingletonGroup::zero) continue;
-        for (Eigen::Index g = 0; g < G; ++g) {  // raw_reward: baseline 0, scale 1
+        // raw_reward: μ = 0, σ = 1, so (s − 0)/(1 + ε) where the estimator divides by σ + ε (verl grpo).
+        const double scale = options_.estimator == AdvantageEstimator::grpo ? 1.0 / (1.0 + eps) : 1.0;
+        for (Eigen::Index g = 0; g < G; ++g) {
           if (!std::isnan(r(p, g))) {
-            adv(p, g) = r(p, g);
+            adv(p, g) = r(p, g) * scale;
             in_batch(p, g) = true;
           }
         }
@@ -532,8 +538,9 @@ class GroupAdvantage {
       }
       adv *= static_cast<double>(total) / static_cast<double>(std::max<int64_t>(nonzero, 1));
     } else if (options_.estimator == AdvantageEstimator::reinforce_pp_baseline) {
-      // verl masked_whiten: (x − mean)·rsqrt(var_unbiased + 1e-8) over the response tokens of the batch; a
-      // sequence's advantage is constant over its tokens, so token weighting = weighting by length.
+      // verl masked_whiten (verl/utils/torch_functional.py): (x − mean)·rsqrt(var_unbiased + 1e-8) over the response
+      // tokens of the batch, its masked_mean dividing by W + 1e-8 (W the token count) and masked_var multiplying by
+      // W/(W − 1); a sequence's advantage is constant over its tokens, so token weighting = weighting by length.
       double weight_sum = 0.0, weighted = 0.0;
       for (Eigen::Index i = 0; i < r.size(); ++i) {
         if (!in_batch.data()[i]) continue;
@@ -541,7 +548,7 @@ class GroupAdvantage {
         weight_sum += w;
         weighted += w * adv.data()[i];
       }
-      const double mean = weight_sum > 0 ? weighted / weight_sum : 0.0;
+      const double mean = weighted / (weight_sum + 1e-8);
       double squares = 0.0;
       for (Eigen::Index i = 0; i < r.size(); ++i) {
         if (!in_batch.data()[i]) continue;
@@ -549,7 +556,8 @@ class GroupAdvantage {
         squares += (lengths ? lengths->data()[i] : 1.0) * d * d;
       }
       // verl raises when the mask sums to ≤ 1; here one token (or none) has variance 0 and advantage 0.
-      const double variance = weight_sum > 1 ? squares / (weight_sum - 1.0) : 0.0;
+      const double variance =
+          weight_sum > 1 ? squares / (weight_sum + 1e-8) * (weight_sum / (weight_sum - 1.0)) : 0.0;
       const double scale = 1.0 / std::sqrt(variance + options_.whiten_eps);
       for (Eigen::Index i = 0; i < r.size(); ++i) {
         if (in_batch.data()[i]) adv.data()[i] = (adv.data()[i] - mean) * scale;

@@ -2,9 +2,10 @@
 // Reducing a per-token loss [B, T] to the scalar that is differentiated: every aggregation of TRL (loss_type) and
 // verl (loss_agg_mode), with the normaliser passed explicitly.
 //
-// All of them are one of two shapes, with m the 0/1 loss mask and |o_b| = Σ_t m_bt:
-//   sum_over_tokens         Σ_b Σ_t m·L / N
-//   sum_of_sequence_means   Σ_b (Σ_t m·L / max(|o_b|, 1)) / N
+// All of them are one of three shapes, with m the 0/1 loss mask and |o_b| = Σ_t m_bt:
+//   sum_over_tokens             Σ_b Σ_t m·L / N
+//   sum_of_sequence_means       Σ_b (Σ_t m·L / max(|o_b|, 1)) / N        (TRL)
+//   sum_of_sequence_means_eps   Σ_b (Σ_t m·L / (|o_b| + 1e-8)) / N       (verl agg_loss)
 // and differ only in N, which is a token count, a sequence count or a constant (class Normaliser).
 //
 // Why N is an argument: the systems compute N from the micro-batch at hand and then patch it for gradient
@@ -74,14 +75,17 @@ class Normaliser {
   double value_;
 };
 
-/// The two aggregation shapes (see the top of this file).
-enum class Aggregation { sum_over_tokens, sum_of_sequence_means };
+/// The three aggregation shapes (see the top of this file). The two sequence-mean shapes differ by up to 1e-8
+/// relative on non-empty rows and both give 0 for an empty one; each is its reference's exact form.
+enum class Aggregation { sum_over_tokens, sum_of_sequence_means, sum_of_sequence_means_eps };
 
-/// Σ_b Σ_t m·L / N (sum_over_tokens) or Σ_b (Σ_t m·L / max(|o_b|, 1)) / N (sum_of_sequence_means).
+/// True for the two shapes that average each sequence's tokens first.
+inline bool averages_sequences(Aggregation aggregation) { return aggregation != Aggregation::sum_over_tokens; }
+
+/// Σ_b Σ_t m·L / N (sum_over_tokens), Σ_b (Σ_t m·L / max(|o_b|, 1)) / N (sum_of_sequence_means) or
+/// Σ_b (Σ_t m·L / (|o_b| + 1e-8)) / N (sum_of_sequence_means_eps).
 /// values: [B, T] floating (per-token loss; entries at masked positions are ignored, even NaN, and get zero
 /// gradient); mask: [B, T], any dtype, nonzero = valid. Returns a 0-dim tensor of values' dtype.
-/// verl's seq-mean-token-mean divides by |o_b| + 1e-8 instead of max(|o_b|, 1): equal up to 1e-8 relative for
-/// every non-empty row, and both give 0 for an empty one.
 inline torch::Tensor aggregate(const torch::Tensor& values, const torch::Tensor& mask, Aggregation aggregation,
                                const Normaliser& normaliser) {
   detail::check_dim(values, 2, "values", "aggregate");
@@ -90,7 +94,9 @@ inline torch::Tensor aggregate(const torch::Tensor& values, const torch::Tensor&
   const torch::Tensor invalid = mask == 0;
   const torch::Tensor masked = values.masked_fill(invalid, 0.0);
   if (aggregation == Aggregation::sum_over_tokens) return masked.sum() / normaliser.divisor();
-  const torch::Tensor lengths = (~invalid).sum(1).to(values.scalar_type()).clamp_min(1.0);
+  const torch::Tensor counts = (~invalid).sum(1).to(values.scalar_type());
+  const torch::Tensor lengths =
+      aggregation == Aggregation::sum_of_sequence_means ? counts.clamp_min(1.0) : counts + 1e-8;
   return (masked.sum(1) / lengths).sum() / normaliser.divisor();
 }
 
@@ -103,13 +109,14 @@ inline torch::Tensor aggregate(const torch::Tensor& values, const torch::Tensor&
 ///   luspo                     sum_over_tokens          sequences: B             TRL mean_b(L_b·|o_b|) (sequence IS)
 ///   token_mean                sum_over_tokens          tokens                   verl token-mean
 ///   seq_mean_token_sum        sum_over_tokens          sequences: non-empty     verl seq-mean-token-sum
-///   seq_mean_token_mean       sum_of_sequence_means    sequences: non-empty     verl seq-mean-token-mean
+///   seq_mean_token_mean       sum_of_sequence_means_eps  sequences: non-empty   verl seq-mean-token-mean
 ///   seq_mean_token_sum_norm   sum_over_tokens          constant: factor or T    verl seq-mean-token-sum-norm
 /// bnpo and dapo differ only in which token count TRL uses: bnpo the micro-batch's own (so a split batch is
 /// weighted differently from the whole), dapo the generation batch's. Passing the whole batch's count to bnpo
 /// makes it dapo; passing each micro-batch's own count reproduces TRL's bnpo (times GA). luspo: TRL multiplies the
 /// sequence-level loss by |o_b| and averages over sequences; with the per-token loss constant over a row that is
-/// Σ_t m·L / B. (TRL's luspo with token-level IS averages over B·T elements instead; we keep the masked form.)
+/// Σ_t m·L / B. TRL's luspo with a per-token loss matrix (token-level IS, a KL or entropy mask, token-level sampler
+/// weights) averages over all B·T elements, padding included; GrpoLossOptions refuses those combinations.
 enum class LossType {
   grpo,
   bnpo,
@@ -168,8 +175,9 @@ inline AggregationRule aggregation_rule(LossType type) {
   switch (type) {
     case LossType::grpo:
     case LossType::sapo:
-    case LossType::seq_mean_token_mean:
       return {Aggregation::sum_of_sequence_means, Kind::sequences};
+    case LossType::seq_mean_token_mean:
+      return {Aggregation::sum_of_sequence_means_eps, Kind::sequences};
     case LossType::bnpo:
     case LossType::dapo:
     case LossType::cispo:

@@ -4,10 +4,11 @@
 //
 //   per_token = policy_loss(lp, lp_old, A, m)            surrogate (PPO clip, CISPO, SAPO, VESPO, GSPO, ...)
 //             · off_policy_mask · entropy_mask · ρ       optional masks and sampler IS weights (TRL order)
-//             + β · KL(lp, lp_ref) [· w]                  KL term, optionally importance-weighted
 //   loss      = aggregate(per_token, m, loss_type, N)    N passed explicitly (see aggregation.hpp)
-//             − entropy_coef · aggregate(H · entropy_mask, m, loss_type, N)
-// where m is the completion mask with truncated rows removed when mask_truncated_completions is on.
+//             + β · aggregate(KL(lp, lp_ref) [· w], m, loss_type, N)    KL term, optionally importance-weighted
+//             − entropy_coef · entropy term              TRL's mean entropy or verl's like-the-loss (EntropyAggregation)
+// where m is the completion mask with truncated rows removed when mask_truncated_completions is on. GMPO is one
+// loss per sequence: Σ_i L_i·ρ̄_i / N replaces the first line (ρ̄_i the geometric mean of ρ over row i, as verl).
 #pragma once
 
 #include <torch/torch.h>
@@ -29,12 +30,44 @@
 
 namespace grpo {
 
+/// How the entropy bonus is aggregated (GrpoLossOptions::entropy_aggregation). m_eff is the loss mask times the
+/// top-entropy mask when top_entropy_quantile < 1 (else the loss mask).
+enum class EntropyAggregation {
+  /// TRL _compute_loss (huggingface/trl f2cd577, trl/trainer/grpo_trainer.py): the mean per-token entropy.
+  /// Token-normalised loss types other than bnpo (dapo, cispo, vespo, token_mean): Σ H·m_eff / N. The others:
+  /// the micro-batch's token mean Σ H·m_eff / max(Σ m_eff, 1), times its share of the normaliser
+  /// (local_normaliser / N: 1 for an unsplit batch, 1/GA for GA equal micro-batches, which is TRL's ÷ GA).
+  token_mean,
+  /// verl dp_actor (volcengine/verl b178a3c): agg_loss(H, mask, loss_agg_mode), i.e. aggregated exactly like the
+  /// loss with the same normaliser (H·entropy mask when top_entropy_quantile < 1; verl has no such mask).
+  like_loss,
+};
+
+namespace detail {
+inline constexpr EnumNames<EntropyAggregation, 2> kEntropyAggregationNames{{
+    {EntropyAggregation::token_mean, "token_mean"},
+    {EntropyAggregation::like_loss, "like_loss"},
+}};
+static_assert(names_are_unique(kEntropyAggregationNames));
+}  // namespace detail
+
+/// "token_mean" or "like_loss".
+inline std::string_view to_string(EntropyAggregation value) {
+  return detail::enum_name(value, detail::kEntropyAggregationNames);
+}
+/// Parses "token_mean" or "like_loss"; throws ConfigError listing them otherwise.
+inline EntropyAggregation parse_entropy_aggregation(std::string_view name) {
+  return detail::parse_enum(name, detail::kEntropyAggregationNames, "entropy aggregation");
+}
+
 /// Options of GrpoLoss. Defaults are TRL's GRPOConfig where TRL has the option (loss_type dapo, β = 0, ε = 0.2,
 /// token-level IS, no entropy bonus or masks); see recipes.hpp for the published configurations.
 struct GrpoLossOptions {
   /// Aggregation and normaliser (aggregation.hpp). TRL's cispo, sapo and vespo loss types also fix the surrogate:
   /// they require policy.type cispo (or cispo_two_sided), sapo and vespo respectively. policy.type gmpo requires a
-  /// sequence-mean loss_type (grpo or seq_mean_token_mean), TRL's and verl's plain mean over sequences.
+  /// loss_type grpo: TRL's GMPOTrainer and verl's geo_mean both average the sequence losses over all B rows,
+  /// whatever their loss_type / loss_agg_mode. luspo needs policy.importance_level sequence and no per-token term
+  /// (see validate()).
   LossType loss_type = LossType::dapo;
   /// The surrogate: type, importance level (token / GSPO sequence / GSPO-token), ε_low/ε_high, δ, dual clip, ...
   PolicyLossOptions policy;
@@ -46,15 +79,16 @@ struct GrpoLossOptions {
   /// KL estimator (kl_penalty.hpp): TRL's unclamped k3 by default; verl's default is low_var_kl.
   KlOptions kl;
   /// TRL use_bias_correction_kl (DeepSeek-V3.2): multiply the per-token KL by the policy importance weight w
-  /// (at policy.importance_level, with its gradient, log w clamped to ±policy.log_ratio_clamp; TRL does not
-  /// clamp, which is the same whenever |log w| ≤ log_ratio_clamp and stays finite when it is not).
+  /// (TRL's coef_1: at policy.importance_level, with its gradient, unclamped as in TRL unless
+  /// policy.log_ratio_bounds is set explicitly; the overflow guard of policy_loss.hpp still applies).
   bool kl_importance_weighted = false;
-  /// Entropy bonus coefficient (TRL entropy_coef, verl entropy_coeff): loss −= coef · aggregated entropy. Needs
-  /// LossInputs::entropy (with grad, if the bonus is to train the policy). The entropy is aggregated exactly like
-  /// the loss, with the same normaliser (verl: agg_loss(entropy, mask, loss_agg_mode)), so the bonus is
-  /// split-invariant too. TRL does the same for dapo, cispo, vespo (Σ H·m / normaliser) and bnpo, but uses the
-  /// micro-batch token mean (÷ GA) for grpo, dr_grpo, sapo and luspo; there we follow verl.
+  /// Entropy bonus coefficient (TRL entropy_coef, verl entropy_coeff): loss −= coef · entropy term, the term
+  /// aggregated as entropy_aggregation says. Needs LossInputs::entropy (with grad, if the bonus is to train the
+  /// policy).
   double entropy_coef = 0.0;
+  /// TRL's mean per-token entropy (default) or verl's aggregation like the loss; they agree for dapo, cispo, vespo
+  /// and token_mean without a top-entropy mask.
+  EntropyAggregation entropy_aggregation = EntropyAggregation::token_mean;
   /// TRL top_entropy_quantile ρ: keep the policy loss (and entropy bonus) only on the top ρ fraction of tokens by
   /// entropy. 1 disables it. Needs LossInputs::entropy.
   double top_entropy_quantile = 1.0;
@@ -100,14 +134,34 @@ struct GrpoLossOptions {
                                 (loss_type != LossType::vespo || policy.type == PolicyLossType::vespo);
     GRPO_CHECK_CONFIG(policy_matches, "GrpoLossOptions: loss_type '{}' needs policy.type {}, got policy.type '{}'",
                       type, loss_type == LossType::cispo ? "cispo or cispo_two_sided" : type, policy_type);
-    // GMPO's loss is one value per sequence, written on each valid token of its row (policy_loss.hpp); only a
-    // per-row token mean turns it back into L_i, so that the loss is mean_i L_i as in TRL and verl. A token sum
-    // would weight each sequence by its length.
-    GRPO_CHECK_CONFIG(policy.type != PolicyLossType::gmpo ||
-                          aggregation_rule(loss_type).aggregation == Aggregation::sum_of_sequence_means,
-                      "GrpoLossOptions: policy.type 'gmpo' gives one loss per sequence and needs a loss_type that "
-                      "averages each sequence's tokens (grpo or seq_mean_token_mean), got loss_type '{}'",
-                      type);
+    if (policy.type == PolicyLossType::gmpo && policy_loss_name.empty()) {
+      // GMPO's loss is one value per sequence (policy_loss.hpp); TRL's GMPOTrainer and verl's geo_mean take the
+      // plain mean over all B sequences, whatever loss_type / loss_agg_mode say.
+      GRPO_CHECK_CONFIG(loss_type == LossType::grpo,
+                        "GrpoLossOptions: policy.type 'gmpo' averages its per-sequence loss over all B sequences (TRL "
+                        "GMPOTrainer, verl geo_mean ignore the loss aggregation): set loss_type 'grpo', got '{}'",
+                        type);
+      GRPO_CHECK_CONFIG(!off_policy_mask_threshold,
+                        "GrpoLossOptions: off_policy_mask_threshold is not defined for policy.type 'gmpo' (neither TRL's "
+                        "GMPOTrainer nor verl's geo_mean has it)");
+    }
+    if (loss_type == LossType::luspo) {
+      // TRL: (per_token_loss * mask.sum(1, keepdim=True)).mean() — mean_i(L_i·|o_i|) for a per-sequence loss (B, 1),
+      // but a mean over all B·T positions, padding included, once any term makes the loss per-token.
+      const char* per_token = policy.importance_level != ImportanceLevel::sequence ? "policy.importance_level != sequence"
+                              : beta > 0.0                                       ? "beta > 0 (a per-token KL)"
+                              : top_entropy_quantile < 1.0                       ? "top_entropy_quantile < 1"
+                              : sampler_correction.mode != SamplerCorrectionMode::none &&
+                                      !sampler_correction_is_per_sequence(sampler_correction.mode)
+                                  ? "a token-level sampler_correction.mode"
+                                  : nullptr;
+      GRPO_CHECK_CONFIG(per_token == nullptr,
+                        "GrpoLossOptions: loss_type 'luspo' is defined for a per-sequence loss (policy.importance_level "
+                        "sequence); with {} TRL averages its per-token matrix over all B·T positions, padding "
+                        "included, which this library does not reproduce. Use importance_level sequence without "
+                        "per-token terms, or another loss_type",
+                        per_token ? per_token : "");
+    }
     // TRL folds the sampler ratio into VESPO's gamma weight instead of multiplying the loss; not implemented.
     GRPO_CHECK_CONFIG(policy.type != PolicyLossType::vespo || sampler_correction.mode == SamplerCorrectionMode::none,
                       "GrpoLossOptions: sampler_correction.mode '{}' is not supported with policy.type 'vespo'",
@@ -215,6 +269,22 @@ class GrpoLoss {
         {.max_completion_length = options_.max_completion_length, .loss_scale_factor = options_.loss_scale_factor});
   }
 
+  /// The entropy term's form (EntropyAggregation): unset when it is aggregated exactly like the loss (like_loss, and
+  /// TRL's token_mean for the token-normalised types other than bnpo, Σ H·m_eff / N); otherwise the weight of the
+  /// micro-batch's mean entropy, its share of the normaliser: the local normaliser of loss_mask ([B, T], nonzero =
+  /// valid, after truncation) over `normaliser` (1 when the normaliser is 0).
+  std::optional<double> entropy_mean_share(const torch::Tensor& loss_mask, const Normaliser& normaliser) const {
+    const LossType type = options_.loss_type;
+    if (options_.entropy_aggregation == EntropyAggregation::like_loss ||
+        (aggregation_rule(type).normaliser == Normaliser::Kind::tokens && type != LossType::bnpo))
+      return std::nullopt;
+    if (normaliser.value() <= 0.0) return 1.0;
+    const Normaliser local = grpo::local_normaliser(
+        type, loss_mask,
+        {.max_completion_length = options_.max_completion_length, .loss_scale_factor = options_.loss_scale_factor});
+    return local.value() / normaliser.value();
+  }
+
   /// Loss and metrics of one micro-batch. Throws grpo::Error naming the input and its shape when inputs do not
   /// fit, ConfigError when the normaliser's kind does not fit loss_type.
   LossOutput operator()(const LossInputs& inputs, const Normaliser& normaliser) const {
@@ -232,42 +302,58 @@ class GrpoLoss {
     const torch::Tensor adv = inputs.advantages.detach().to(dtype);
     const LossType type = options_.loss_type;
 
-    const PolicyLossOutput policy = surrogate(lp, old, adv, valid);
-    torch::Tensor per_token = policy.per_token_loss.to(dtype);
-
-    torch::Tensor sampler;
-    if (inputs.sampler_log_probs.defined()) sampler = prepare(inputs.sampler_log_probs, false);
-    if (options_.off_policy_mask_threshold) {
-      per_token = per_token * off_policy_sequence_mask(lp, sampler.defined() ? sampler : old, adv, valid,
-                                                       *options_.off_policy_mask_threshold);
-    }
     torch::Tensor entropy, entropy_mask;
     if (inputs.entropy.defined()) entropy = prepare(inputs.entropy, true);
     if (options_.top_entropy_quantile < 1.0) {
       const double threshold =
           inputs.entropy_threshold.value_or(top_entropy_threshold(entropy, valid, options_.top_entropy_quantile));
       entropy_mask = top_entropy_mask(entropy, valid, threshold);
-      per_token = per_token * entropy_mask;
     }
+    // GMPO takes the top-entropy mask inside its geometric mean (TRL GMPOTrainer) and returns one loss per sequence.
+    const PolicyLossOutput policy = surrogate(lp, old, adv, valid, entropy_mask);
+    const bool per_sequence = policy.per_sequence_loss.defined();
+
+    torch::Tensor sampler;
+    if (inputs.sampler_log_probs.defined()) sampler = prepare(inputs.sampler_log_probs, false);
     torch::Tensor rho;
-    if (options_.sampler_correction.mode != SamplerCorrectionMode::none) {
+    if (options_.sampler_correction.mode != SamplerCorrectionMode::none)
       rho = sampler_correction_weights(old, sampler, valid, options_.sampler_correction);
-      per_token = per_token * rho;
+
+    torch::Tensor policy_term, per_token;
+    if (per_sequence) {
+      // verl geo_mean: rollout IS weights enter as their geometric mean over the sequence.
+      torch::Tensor sequence_loss = policy.per_sequence_loss.to(dtype);
+      if (rho.defined()) {
+        const torch::Tensor m = valid.to(dtype);
+        sequence_loss = sequence_loss * ((rho + 1e-10).log() * m).sum(1).div(m.sum(1) + 1e-8).exp();
+      }
+      policy_term = sequence_loss.sum() / normaliser.divisor();
+    } else {
+      per_token = policy.per_token_loss.to(dtype);
+      if (options_.off_policy_mask_threshold) {
+        per_token = per_token * off_policy_sequence_mask(lp, sampler.defined() ? sampler : old, adv, valid,
+                                                         *options_.off_policy_mask_threshold);
+      }
+      if (entropy_mask.defined()) per_token = per_token * entropy_mask;
+      if (rho.defined()) per_token = per_token * rho;
+      policy_term = aggregate_loss(per_token, valid, type, normaliser);
     }
 
-    torch::Tensor kl;
+    torch::Tensor kl, kl_term;
     if (inputs.ref_log_probs.defined()) {
       kl = kl_penalty(lp, prepare(inputs.ref_log_probs, false), options_.kl);
-      // The surrogate's own log w (at policy.importance_level, clamped), with its gradient, as TRL's coef_1.
-      if (options_.kl_importance_weighted)
-        kl = importance_weighted_kl(kl, log_importance_weight(lp, old, valid, options_.policy).exp());
+      // TRL's coef_1: the importance weight at policy.importance_level, with its gradient, unclamped.
+      if (options_.kl_importance_weighted) {
+        const auto bounds = options_.policy.log_ratio_bounds.value_or(LogRatioBounds::none());
+        kl = importance_weighted_kl(kl, log_importance_weight(lp, old, valid, options_.policy.importance_level, bounds).exp());
+      }
+      kl_term = aggregate_loss(kl, valid, type, normaliser);
     }
-    torch::Tensor total = per_token;
-    if (options_.beta > 0.0) total = total + options_.beta * kl;
-    torch::Tensor loss = aggregate_loss(total, valid, type, normaliser);
+    torch::Tensor loss = policy_term;
+    if (options_.beta > 0.0) loss = loss + options_.beta * kl_term;
     torch::Tensor entropy_term;
     if (entropy.defined()) {
-      entropy_term = aggregate_loss(entropy_mask.defined() ? entropy * entropy_mask : entropy, valid, type, normaliser);
+      entropy_term = entropy_bonus_term(entropy, entropy_mask, valid, normaliser);
       if (options_.entropy_coef != 0.0) loss = loss - options_.entropy_coef * entropy_term;
     }
 
@@ -281,10 +367,10 @@ class GrpoLoss {
       return (x.to(dtype) * m).sum().item<double>() / std::max(count, 1.0);
     };
     metrics.loss = loss.item<double>();
-    metrics.policy_loss = aggregate_loss(per_token, valid, type, normaliser).item<double>();
+    metrics.policy_loss = policy_term.item<double>();
     metrics.num_tokens = count;
     if (kl.defined()) {
-      metrics.kl_loss = aggregate_loss(kl, valid, type, normaliser).item<double>();
+      metrics.kl_loss = kl_term.item<double>();
       metrics.kl_mean = token_mean(kl);
     }
     if (entropy.defined()) {
@@ -343,10 +429,21 @@ class GrpoLoss {
     return truncated_completion_mask(in.mask, in.truncated);
   }
 
-  /// The built-in policy_loss(), or the registered surrogate named by policy_loss_name.
+  /// The entropy term of the bonus (EntropyAggregation): entropy [B, T] compute dtype, entropy_mask the top-entropy
+  /// mask or undefined, valid the loss mask as bool.
+  torch::Tensor entropy_bonus_term(const torch::Tensor& entropy, const torch::Tensor& entropy_mask,
+                                   const torch::Tensor& valid, const Normaliser& normaliser) const {
+    const torch::Tensor masked = entropy_mask.defined() ? entropy * entropy_mask : entropy;
+    const auto share = entropy_mean_share(valid, normaliser);
+    if (!share) return aggregate_loss(masked, valid, options_.loss_type, normaliser);
+    const torch::Tensor kept = entropy_mask.defined() ? (entropy_mask * valid).sum() : valid.sum();
+    return masked.masked_fill(~valid, 0.0).sum() / kept.to(entropy.scalar_type()).clamp_min(1.0) * *share;
+  }
+
+  /// The built-in policy_loss() (with GMPO's mean_mask), or the registered surrogate named by policy_loss_name.
   PolicyLossOutput surrogate(const torch::Tensor& lp, const torch::Tensor& old, const torch::Tensor& adv,
-                             const torch::Tensor& valid) const {
-    if (options_.policy_loss_name.empty()) return policy_loss(lp, old, adv, valid, options_.policy);
+                             const torch::Tensor& valid, const torch::Tensor& mean_mask) const {
+    if (options_.policy_loss_name.empty()) return policy_loss(lp, old, adv, valid, options_.policy, mean_mask);
     PolicyLossOutput out = PolicyLossRegistry::global().get(options_.policy_loss_name)(lp, old, adv, valid, options_.policy);
     complete_policy_loss_output(out, lp, old, valid);
     return out;

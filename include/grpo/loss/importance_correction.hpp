@@ -52,6 +52,12 @@ inline constexpr EnumNames<SamplerCorrectionMode, 9> kSamplerCorrectionModeNames
 static_assert(names_are_unique(kSamplerCorrectionModeNames));
 }  // namespace detail
 
+/// True for the modes whose weight is one value per sequence (sequence_truncate, sequence_mask); false for the
+/// token modes and for sequence_geometric_mask, whose kept rows carry per-token ratios.
+inline bool sampler_correction_is_per_sequence(SamplerCorrectionMode mode) {
+  return mode == SamplerCorrectionMode::sequence_truncate || mode == SamplerCorrectionMode::sequence_mask;
+}
+
 /// Name as this library spells it (TRL's names where TRL has the mode).
 inline std::string_view to_string(SamplerCorrectionMode mode) {
   return detail::enum_name(mode, detail::kSamplerCorrectionModeNames);

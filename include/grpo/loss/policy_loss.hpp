@@ -100,12 +100,54 @@ inline ImportanceLevel parse_importance_level(std::string_view name) {
   return detail::parse_enum(name, detail::kImportanceLevelNames, "importance level");
 }
 
+/// Bounds [low, high] on a log importance weight before exp (±inf: that side unbounded).
+struct LogRatioBounds {
+  double low = -std::numeric_limits<double>::infinity();
+  double high = std::numeric_limits<double>::infinity();
+
+  /// No clamp (TRL's grpo_trainer.py, GMPO, verl clip_cov/kl_cov).
+  static LogRatioBounds none() { return {}; }
+  /// [−c, c] (verl vanilla, cispo and sapo use c = 20).
+  static LogRatioBounds symmetric(double c) { return {-c, c}; }
+  /// (−inf, c] (verl gspo: clamp(max=10.0)).
+  static LogRatioBounds at_most(double c) { return {-std::numeric_limits<double>::infinity(), c}; }
+  bool bounded() const { return std::isfinite(low) || std::isfinite(high); }
+};
+
+/// The bounds the cited reference of (type, level) applies to log w: the default of
+/// PolicyLossOptions::log_ratio_bounds.
+///   ppo_clip, token                      ±20    verl compute_policy_loss_vanilla (TRL: none)
+///   ppo_clip, sequence                   none   TRL _compute_loss (GSPO, LUSPO)
+///   ppo_clip, sequence_token             none   TRL experimental gspo_token (verl gspo: at_most(10))
+///   cispo                                none   TRL _compute_loss
+///   cispo_two_sided, sapo                ±20    verl compute_policy_loss_cispo / _sapo (TRL sapo: none)
+///   vespo                                ±20    TRL get_gamma_weights (per token, inside S)
+///   gpg, gmpo, clip_cov, kl_cov          none   verl (gmpo's clamp is commented out there; TRL GMPO clips to ±ε)
+inline LogRatioBounds reference_log_ratio_bounds(PolicyLossType type, ImportanceLevel level) {
+  switch (type) {
+    case PolicyLossType::ppo_clip:
+      return level == ImportanceLevel::token ? LogRatioBounds::symmetric(20.0) : LogRatioBounds::none();
+    case PolicyLossType::cispo_two_sided:
+    case PolicyLossType::sapo:
+    case PolicyLossType::vespo:
+      return LogRatioBounds::symmetric(20.0);
+    case PolicyLossType::cispo:
+    case PolicyLossType::gpg:
+    case PolicyLossType::gmpo:
+    case PolicyLossType::clip_cov:
+    case PolicyLossType::kl_cov:
+      return LogRatioBounds::none();
+  }
+  return LogRatioBounds::none();
+}
+
 /// Options of policy_loss(). Defaults are TRL's and verl's (they agree where both have the option).
 struct PolicyLossOptions {
   PolicyLossType type = PolicyLossType::ppo_clip;
-  /// Granularity of w. ppo_clip accepts all three levels; cispo, cispo_two_sided and sapo accept token and
-  /// sequence_token (TRL and Liger reject `sequence` for them); vespo, gpg, gmpo, clip_cov and kl_cov are
-  /// token only (vespo and gmpo build their own sequence weight; the others are token-level in verl).
+  /// Granularity of w. ppo_clip, cispo, cispo_two_sided and sapo accept all three levels (TRL computes cispo and
+  /// sapo with a sequence-level weight too, warning that a token-sum loss type then weights sequences by length);
+  /// vespo, gpg, gmpo, clip_cov and kl_cov are token only (vespo and gmpo build their own sequence weight; the
+  /// others are token-level in verl).
   ImportanceLevel importance_level = ImportanceLevel::token;
   /// Clip range of w: [1 − epsilon_low, 1 + epsilon_high] for ppo_clip, clip_cov and cispo_two_sided
   /// (TRL `epsilon`/`epsilon_high`, verl `clip_ratio_low/high`); for gmpo the range of log w, [−ε_low, ε_high]
@@ -118,14 +160,20 @@ struct PolicyLossOptions {
   /// Dual clip (verl `clip_ratio_c`, default there 3.0; OpenRLHF `dual_clip`), ppo_clip only: for A < 0 the loss
   /// is capped at −c·A. Must be > 1. Unset means no dual clip (TRL behaviour).
   std::optional<double> dual_clip_c;
-  /// log w is clamped to [−log_ratio_clamp, +log_ratio_clamp] before exp (verl: ±20 for vanilla, sapo, cispo;
-  /// TRL does not clamp, so exp overflows to inf at log w ≳ 89 in float32 and yields inf/NaN losses and
-  /// gradients). With 20, w ≤ 4.9e8 stays finite in float32 and bfloat16; half-precision inputs are computed in
-  /// float32, but a float16 result cannot hold values above 65504, so use ≤ 11 with float16 log-probs. verl's gspo
-  /// clamps log w at +10 only; set 10 to reproduce it for ImportanceLevel::sequence_token.
-  /// For vespo this is the per-token clamp inside get_gamma_weights (TRL: 20); for gmpo it is applied to the
-  /// per-token log ratio before the sign-aware clip; kl_cov's |Δ| penalty uses the unclamped Δ.
-  double log_ratio_clamp = 20.0;
+  /// Bounds on log w before exp. Unset (the default): the bounds of the reference the variant follows,
+  /// reference_log_ratio_bounds() — verl's ±20 for token-level ppo_clip, cispo_two_sided and sapo, TRL's ±20
+  /// inside vespo's S, and none where the cited reference does not clamp (TRL's sequence-level GSPO and LUSPO,
+  /// TRL's GSPO-token, TRL's cispo, gmpo, clip_cov, kl_cov). LogRatioBounds::none() gives TRL's unclamped
+  /// token-level ppo_clip and sapo; LogRatioBounds::at_most(10) verl's gspo (sequence_token). A clamp cuts the
+  /// gradient through w wherever it binds, exactly as torch.clamp does in the references.
+  /// Whatever the bounds, |log w| is capped where exp would overflow the compute dtype (80 in float32, 700 in
+  /// float64): there the unclamped references give inf or NaN, here a finite loss with no gradient through w.
+  std::optional<LogRatioBounds> log_ratio_bounds;
+
+  /// log_ratio_bounds, or the reference's bounds when unset.
+  LogRatioBounds effective_log_ratio_bounds() const {
+    return log_ratio_bounds.value_or(reference_log_ratio_bounds(type, importance_level));
+  }
   /// SAPO gate temperatures τ for A > 0 and A ≤ 0 (TRL `sapo_temperature_pos/neg`, verl `tau_pos/neg`).
   double sapo_tau_pos = 1.0, sapo_tau_neg = 1.05;
   /// VESPO gamma shape k and rate λ for A ≥ 0 and A < 0 (TRL `vespo_k_pos`, `vespo_lambda_pos`, ...).
@@ -177,9 +225,13 @@ struct PolicyLossOptions {
       GRPO_CHECK_CONFIG(*dual_clip_c > 1 && std::isfinite(*dual_clip_c),
                         "PolicyLossOptions.dual_clip_c must be finite and > 1, got {}", *dual_clip_c);
     }
-    // exp(80) ≈ 5.5e34 leaves float32 headroom (max 3.4e38) for multiplying by the advantage.
-    GRPO_CHECK_CONFIG(log_ratio_clamp > 0 && log_ratio_clamp <= 80,
-                      "PolicyLossOptions.log_ratio_clamp must be in (0, 80], got {}", log_ratio_clamp);
+    if (log_ratio_bounds) {
+      GRPO_CHECK_CONFIG(!std::isnan(log_ratio_bounds->low) && !std::isnan(log_ratio_bounds->high) &&
+                            log_ratio_bounds->low < 0 && log_ratio_bounds->high > 0,
+                        "PolicyLossOptions.log_ratio_bounds must satisfy low < 0 < high (log w = 0 must stay "
+                        "unclamped), got [{}, {}]",
+                        log_ratio_bounds->low, log_ratio_bounds->high);
+    }
     GRPO_CHECK_CONFIG(sapo_tau_pos > 0 && std::isfinite(sapo_tau_pos),
                       "PolicyLossOptions.sapo_tau_pos must be finite and > 0, got {}", sapo_tau_pos);
     GRPO_CHECK_CONFIG(sapo_tau_neg > 0 && std::isfinite(sapo_tau_neg),
@@ -202,14 +254,9 @@ struct PolicyLossOptions {
                       "PolicyLossOptions.kl_cov_coef must be finite and >= 0, got {}", kl_cov_coef);
     switch (type) {
       case PolicyLossType::ppo_clip:
-        break;
       case PolicyLossType::cispo:
       case PolicyLossType::cispo_two_sided:
       case PolicyLossType::sapo:
-        GRPO_CHECK_CONFIG(importance_level != ImportanceLevel::sequence,
-                          "PolicyLossOptions.importance_level = sequence is not supported for type {} (TRL rejects "
-                          "it); use token or sequence_token",
-                          type_name);
         break;
       case PolicyLossType::vespo:
       case PolicyLossType::gpg:
@@ -254,6 +301,8 @@ struct PolicyLossOutput {
   /// [B, T] bool: clip_cov: the randomly picked tokens whose loss was set to 0; kl_cov: the top-covariance
   /// tokens that received the |Δ| penalty. False for the other types.
   torch::Tensor cov_selected;
+  /// gmpo only (undefined otherwise): the per-sequence loss L_i [B], differentiable; see policy_loss().
+  torch::Tensor per_sequence_loss;
   /// vespo only (undefined otherwise): the detached gamma weight φ, shaped like advantages ([B], or [B, T] with 0
   /// at masked positions). TRL logs its mean as `vespo/phi_seq_mean`.
   torch::Tensor vespo_phi;
@@ -320,22 +369,36 @@ inline torch::ScalarType policy_loss_compute_dtype(torch::ScalarType dtype) {
   return (dtype == torch::kHalf || dtype == torch::kBFloat16) ? torch::kFloat : dtype;
 }
 
-/// log w at the requested level, clamped to ±log_ratio_clamp; [B, T], differentiable.
-inline torch::Tensor log_importance_weight(const PolicyLossTensors& in, const PolicyLossOptions& options) {
-  const double c = options.log_ratio_clamp;
-  switch (options.importance_level) {
+/// |log w| beyond which exp overflows `dtype` (with room to multiply by an advantage): 700 in float64, 80 otherwise
+/// (exp(80) ≈ 5.5e34 < 3.4e38, the float32 maximum).
+inline double log_ratio_overflow_guard(torch::ScalarType dtype) { return dtype == torch::kDouble ? 700.0 : 80.0; }
+
+/// x clamped to `bounds` intersected with the overflow guard of x's dtype.
+inline torch::Tensor bound_log_ratio(const torch::Tensor& x, const LogRatioBounds& bounds) {
+  const double guard = log_ratio_overflow_guard(x.scalar_type());
+  return x.clamp(std::max(bounds.low, -guard), std::min(bounds.high, guard));
+}
+
+/// log w at the requested level, bounded by `bounds` (and the overflow guard); [B, T], differentiable.
+inline torch::Tensor log_importance_weight(const PolicyLossTensors& in, ImportanceLevel level,
+                                           const LogRatioBounds& bounds) {
+  switch (level) {
     case ImportanceLevel::token:
-      return in.delta.clamp(-c, c);
+      return bound_log_ratio(in.delta, bounds);
     case ImportanceLevel::sequence: {
       auto seq = (in.delta * in.m).sum(1, /*keepdim=*/true) / in.len;
-      return seq.clamp(-c, c).expand_as(in.delta);
+      return bound_log_ratio(seq, bounds).expand_as(in.delta);
     }
     case ImportanceLevel::sequence_token: {
       auto seq = ((in.delta * in.m).sum(1, /*keepdim=*/true) / in.len).detach();
-      return (in.lp - in.lp.detach() + seq).clamp(-c, c);
+      return bound_log_ratio(in.lp - in.lp.detach() + seq, bounds);
     }
   }
   return in.delta;
+}
+
+inline torch::Tensor log_importance_weight(const PolicyLossTensors& in, const PolicyLossOptions& options) {
+  return log_importance_weight(in, options.importance_level, options.effective_log_ratio_bounds());
 }
 
 /// Clip-Cov's pick: `count` of the tokens marked in `eligible` ([B, T] bool), uniformly at random without
@@ -374,26 +437,28 @@ inline int64_t cov_token_count(double ratio, int64_t n_valid) {
 /// old_log_probs and advantages are treated as constants (detached). When no old log-probs exist (μ = 1) pass
 /// log_probs.detach(), as TRL does. Half-precision inputs are computed in float32 and returned in their dtype.
 ///
-/// With w = exp(clamp(log w, ±log_ratio_clamp)) at the chosen ImportanceLevel:
+/// With w = exp(clamp(log w, options.effective_log_ratio_bounds())) at the chosen ImportanceLevel:
 /// - ppo_clip (TRL `_compute_loss` grpo/dapo/..., verl vanilla, OpenRLHF ppo):
 ///     w' = min(w, δ) if δ is set else w;  L = max(−A·w', −A·clip(w, 1−ε_low, 1+ε_high));
 ///     with dual clip c, for A < 0: L = min(L, −A·c).
 /// - cispo (TRL): L = −sg(min(w, ε_high))·A·lp.
 /// - cispo_two_sided (verl cispo): L = −sg(clip(w, 1−ε_low, 1+ε_high))·A·lp.
 /// - sapo (TRL, verl): τ = τ_pos if A > 0 else τ_neg;  L = −(4/τ)·sigmoid(τ·(w − 1))·A.
-/// - vespo (TRL get_gamma_weights): S_i = Σ_t m·clamp(lp − lp_old, ±log_ratio_clamp), log W = clamp(S_i,
+/// - vespo (TRL get_gamma_weights): S_i = Σ_t m·clamp(lp − lp_old, bounds: ±20), log W = clamp(S_i,
 ///     log 1e-8, 20), (k, λ) = pos if A ≥ 0 else neg, λ ← max(λ, 1e-4), φ = sg(exp(λ + k·log W − λ·W)) (NaN or
 ///     inf → 0; φ(1) = 1);  L = −φ·A·lp. TRL's sampler IS ratio folded into S is the sampler-correction
 ///     component's business, not this function's.
 /// - gpg (verl gpg, REINFORCE): L = −A·lp.
-/// - gmpo (TRL experimental GMPOTrainer, verl geo_mean): Δ = clamp(lp − lp_old, ±log_ratio_clamp),
-///     Δ' = min(Δ, clip(Δ, −ε_low, ε_high)) if A > 0 else max(Δ, clip(Δ, −ε_low, ε_high)) (TRL; verl gives 0
-///     at A = 0 where the loss is 0 anyway), w_i = exp(Σ_t m·Δ' / max(|o_i|, 1)), A_i = A for [B] advantages or
-///     Σ_t m·A / max(|o_i|, 1) (verl) for [B, T];  L_i = −A_i·w_i is a per-SEQUENCE loss. It is returned as L_i on
-///     every valid token of sequence i, so the token mean of row i is exactly L_i and the sequence-mean-of-token-
-///     means aggregation (over B rows, empty rows counting 0) gives mean_i L_i, GMPO's plain mean over sequences
-///     (GrpoLossOptions accepts gmpo only with such a loss_type).
-///     (The token SUM of row i is |o_i|·L_i.) Empty rows contribute 0 like verl (TRL would count −A_i).
+/// - gmpo, a per-SEQUENCE loss L_i = −A_i·w_i, in the form of the reference that takes advantages of that shape.
+///     Δ = lp − lp_old (bounded only if log_ratio_bounds is set), c = clip(Δ, −ε_low, ε_high), k = m·mean_mask
+///     (the tokens the geometric mean runs over; mean_mask defaults to all, GrpoLoss passes TRL's top-entropy mask).
+///     [B] advantages, TRL experimental GMPOTrainer: Δ' = min(Δ, c) if A > 0 else max(Δ, c),
+///       w_i = exp(Σ_t k·Δ' / max(Σ_t k, 1)), A_i = A (an empty row gives −A_i, as TRL).
+///     [B, T] advantages, verl geo_mean: s = sign(A), Δ' = s·min(s·Δ, s·c), w_i = exp(Σ_t k·Δ' / (Σ_t k + 1e-8)),
+///       A_i = Σ_t m·A / (|o_i| + 1e-8) (an empty row gives 0).
+///     PolicyLossOutput::per_sequence_loss holds L_i [B]; per_token_loss holds L_i on every valid token of row i (so
+///     a row's token mean is L_i for non-empty rows). GrpoLoss averages per_sequence_loss over all B rows, as both
+///     references do (it accepts gmpo only with loss_type grpo).
 /// - clip_cov (verl): L = max(−A·w, −A·clip(w, 1−ε_low, 1+ε_high)) (no dual clip); with batch means over valid
 ///     tokens, cov = (A − mean A)·(lp − mean sg(lp)); candidates are valid tokens not already clipped (clipped
 ///     branch strictly larger) with clip_cov_lb < cov < clip_cov_ub; min(#candidates, max(⌊ratio·N⌋, 1)) of
@@ -409,11 +474,12 @@ inline int64_t cov_token_count(double ratio, int64_t n_valid) {
 /// the loss and the gradient finite for any finite log ratio.
 inline PolicyLossOutput policy_loss(const torch::Tensor& log_probs, const torch::Tensor& old_log_probs,
                                     const torch::Tensor& advantages, const torch::Tensor& mask,
-                                    const PolicyLossOptions& options) {
+                                    const PolicyLossOptions& options, const torch::Tensor& mean_mask = {}) {
   constexpr std::string_view kWhat = "policy_loss";
   options.validate();
   detail::check_log_prob_inputs(log_probs, old_log_probs, mask, kWhat);
   detail::check_advantages(advantages, log_probs, kWhat);
+  if (mean_mask.defined()) detail::check_same_shape(log_probs, "log_probs", mean_mask, "mean_mask", kWhat);
 
   const auto out_dtype = log_probs.scalar_type();
   const auto dtype = detail::policy_loss_compute_dtype(out_dtype);
@@ -517,16 +583,25 @@ inline PolicyLossOutput policy_loss(const torch::Tensor& log_probs, const torch:
       break;
     }
     case PolicyLossType::gmpo: {
-      const double c = options.log_ratio_clamp;
-      auto token_log_w = in.delta.clamp(-c, c);
+      // TRL GMPOTrainer for [B] advantages, verl compute_policy_loss_geo_mean for [B, T] (formula above).
+      const bool verl_form = advantages.dim() == 2;
+      auto token_log_w = detail::bound_log_ratio(in.delta, options.effective_log_ratio_bounds());
       auto in_range = token_log_w.clamp(-eps_low, eps_high);
-      auto sign_aware = torch::where(positive, torch::minimum(token_log_w, in_range),
-                                     torch::maximum(token_log_w, in_range));
-      auto seq_log_w = (sign_aware * in.m).sum(1, /*keepdim=*/true) / in.len;
-      auto seq_adv = advantages.dim() == 1 ? advantages.detach().to(opts).unsqueeze(1)
-                                           : (A * in.m).sum(1, /*keepdim=*/true) / in.len;
-      loss = (-seq_adv * seq_log_w.exp()).expand_as(A);
-      log_w = seq_log_w.expand_as(A);
+      torch::Tensor sign_aware;
+      if (verl_form) {
+        auto sgn = A.sign();
+        sign_aware = sgn * torch::minimum(sgn * token_log_w, sgn * in_range);
+      } else {
+        sign_aware = torch::where(positive, torch::minimum(token_log_w, in_range),
+                                  torch::maximum(token_log_w, in_range));
+      }
+      const torch::Tensor kept = mean_mask.defined() ? in.m * (mean_mask.to(in.m.device()) != 0).to(dtype) : in.m;
+      const auto kept_count = kept.sum(1);
+      auto seq_log_w = (sign_aware * kept).sum(1) / (verl_form ? kept_count + 1e-8 : kept_count.clamp_min(1.0));
+      auto seq_adv = verl_form ? (A * in.m).sum(1) / (in.m.sum(1) + 1e-8) : advantages.detach().to(opts);
+      out.per_sequence_loss = -seq_adv * seq_log_w.exp();
+      loss = out.per_sequence_loss.unsqueeze(1).expand_as(A);
+      log_w = seq_log_w.unsqueeze(1).expand_as(A);
       auto detached = token_log_w.detach();
       out.clipped_low = (detached < -eps_low) & negative;
       out.clipped_high = (detached > eps_high) & positive;
@@ -560,20 +635,23 @@ inline PolicyLossOutput policy_loss(const torch::Tensor& log_probs, const torch:
   out.dual_clipped = out.dual_clipped & in.valid;
   out.log_ratio = detail::masked_where(in.valid, log_w.detach());
   out.per_token_loss = detail::masked_where(in.valid, loss).to(out_dtype);
+  if (out.per_sequence_loss.defined()) out.per_sequence_loss = out.per_sequence_loss.to(out_dtype);
   return out;
 }
 
-/// The surrogate's log importance weight log w [B, T] at options.importance_level, clamped to
-/// ±options.log_ratio_clamp, 0 at masked positions, differentiable with respect to log_probs (dtype of log_probs).
-/// It is the weight ppo_clip, sapo and (detached) cispo use, for terms that must share it, such as TRL's
-/// importance-weighted KL (`use_bias_correction_kl`: kl·w). Shapes and mask as policy_loss().
+/// The log importance weight log w [B, T] at `level` (token, GSPO sequence, GSPO-token), clamped to `bounds` (and
+/// the dtype's overflow guard), 0 at masked positions, differentiable with respect to log_probs (dtype of
+/// log_probs). With options.importance_level and options.effective_log_ratio_bounds() it is the weight ppo_clip,
+/// sapo and (detached) cispo use; GrpoLoss uses it for TRL's importance-weighted KL (`use_bias_correction_kl`:
+/// kl·w, where TRL does not clamp). Shapes and mask as policy_loss().
 inline torch::Tensor log_importance_weight(const torch::Tensor& log_probs, const torch::Tensor& old_log_probs,
-                                           const torch::Tensor& mask, const PolicyLossOptions& options) {
+                                           const torch::Tensor& mask, ImportanceLevel level,
+                                           const LogRatioBounds& bounds) {
   constexpr std::string_view kWhat = "log_importance_weight";
   detail::check_log_prob_inputs(log_probs, old_log_probs, mask, kWhat);
   const auto in = detail::make_policy_loss_tensors(log_probs, old_log_probs, torch::Tensor(), mask,
                                                    detail::policy_loss_compute_dtype(log_probs.scalar_type()));
-  return detail::masked_where(in.valid, detail::log_importance_weight(in, options)).to(log_probs.scalar_type());
+  return detail::masked_where(in.valid, detail::log_importance_weight(in, level, bounds)).to(log_probs.scalar_type());
 }
 
 }  // namespace grpo

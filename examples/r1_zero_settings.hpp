@@ -49,6 +49,8 @@ struct Settings {
   bool overlap_scoring = false;
   std::string kl_control = "fixed";
   double kl_target = 0.1, kl_horizon = 10000;
+  bool adaptive_entropy = false;
+  double entropy_target = 0.2, entropy_coef_delta = 0.005, entropy_coef_min = 0.0, entropy_coef_max = 1.0;
   // Curriculum (data sets).
   std::string curriculum_schedule = "none";
   std::vector<double> curriculum_start, curriculum_end;
@@ -183,6 +185,16 @@ inline std::vector<Field> fields(Settings& s) {
        member_of({"fixed", "adaptive"})},
       {"--kl-target", &s.kl_target, "adaptive KL: target KL per token", positive()},
       {"--kl-horizon", &s.kl_horizon, "adaptive KL: horizon in sequences", positive()},
+      {"--adaptive-entropy,--use-adaptive-entropy", &s.adaptive_entropy,
+       "adaptive entropy bonus (TRL use_adaptive_entropy): the coefficient starts at --entropy-coef and moves by "
+       "--entropy-coef-delta per optimizer step, up while the entropy is at or below --entropy-target, down otherwise, "
+       "within [--entropy-coef-min, --entropy-coef-max]; the bonus applies only while the entropy is at or below the "
+       "target"},
+      {"--entropy-target", &s.entropy_target, "adaptive entropy: target token-mean entropy (nats)", at_least_zero()},
+      {"--entropy-coef-delta", &s.entropy_coef_delta, "adaptive entropy: coefficient step per optimizer step",
+       at_least_zero()},
+      {"--entropy-coef-min", &s.entropy_coef_min, "adaptive entropy: lower bound of the coefficient", at_least_zero()},
+      {"--entropy-coef-max", &s.entropy_coef_max, "adaptive entropy: upper bound of the coefficient", at_least_zero()},
       {"--curriculum-schedule", &s.curriculum_schedule, "difficulty curriculum: none, linear or staged",
        member_of({"none", "linear", "staged"})},
       {"--curriculum-start", &s.curriculum_start, "linear: difficulty MIN,MAX at --curriculum-start-step", pair_list()},
@@ -455,6 +467,10 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   grpo::select_advantage_estimator(o.advantage, s.advantage);  // a built-in or a registered estimator
   o.kl = {.type = grpo::train::parse_kl_control(s.kl_control), .beta = *s.beta, .target = s.kl_target,
           .horizon = s.kl_horizon};
+  if (s.adaptive_entropy) {
+    o.adaptive_entropy = grpo::train::AdaptiveEntropyOptions{
+        .target = s.entropy_target, .delta = s.entropy_coef_delta, .min = s.entropy_coef_min, .max = s.entropy_coef_max};
+  }
   o.mu = s.mu;
   o.micro_batches = s.micro_batches;
   o.ref_sync_every = s.ref_sync_every;

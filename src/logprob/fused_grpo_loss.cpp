@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // FusedGrpoLoss: one loop over the tokens computing loss, metrics and ∂loss/∂lp (fused_grpo_loss.hpp).
+#include "loss_kernel.hpp"
 #include "row_stats.hpp"
 
 #include <grpo/core/tensor_checks.hpp>
@@ -71,22 +72,28 @@ KlTerm kl_term(KlEstimator estimator, double delta) {
   return {0.0, 0.0};
 }
 
+detail::FusedKl fused_kl(KlEstimator estimator) {
+  switch (estimator) {
+    case KlEstimator::k1:
+      return detail::FusedKl::k1;
+    case KlEstimator::abs:
+      return detail::FusedKl::abs;
+    case KlEstimator::k2:
+      return detail::FusedKl::k2;
+    case KlEstimator::k3:
+      return detail::FusedKl::k3;
+    case KlEstimator::low_var_kl:
+      return detail::FusedKl::low_var_kl;
+  }
+  return detail::FusedKl::none;
+}
+
 /// t as a contiguous tensor of dtype (no copy when it already is one).
 torch::Tensor as_compute(const torch::Tensor& t, torch::ScalarType dtype) {
   return t.defined() ? t.detach().to(dtype).contiguous() : t;
 }
 
-/// Running sums of one range of rows (combined after the parallel loop).
-struct Partial {
-  double loss = 0, policy = 0, kl = 0, ent = 0, kl_tokens = 0, ent_tokens = 0, ppo_kl = 0;
-  double low = 0, high = 0, region = 0, pg = 0, count = 0;
-  double r_min = std::numeric_limits<double>::infinity(), r_max = -std::numeric_limits<double>::infinity(), r_sum = 0;
-  void add(const Partial& o) {
-    loss += o.loss, policy += o.policy, kl += o.kl, ent += o.ent, kl_tokens += o.kl_tokens;
-    ent_tokens += o.ent_tokens, ppo_kl += o.ppo_kl, low += o.low, high += o.high, region += o.region, pg += o.pg;
-    count += o.count, r_min = std::min(r_min, o.r_min), r_max = std::max(r_max, o.r_max), r_sum += o.r_sum;
-  }
-};
+using detail::LossPartial;
 
 /// The per-row loop over log-probs of type T (float or double) and a float mask. Arithmetic in double per token.
 template <typename T>
@@ -101,11 +108,32 @@ struct LossKernel {
   bool seq_mean;      // average each sequence's tokens first
   bool seq_mean_eps;  // ... dividing by |o| + 1e-8 (verl) instead of |o|
 
-  Partial rows(int64_t begin, int64_t end) const;
+  LossPartial rows(int64_t begin, int64_t end) const;
+
+  /// The vectorised float kernel's arguments (token-level weights), log w bounded to [c_low, c_high].
+  detail::TokenLossArgs float_args(double c_low, double c_high) const {
+    const auto& po = options->policy;
+    detail::TokenLossArgs a;
+    if constexpr (std::is_same_v<T, float>) {
+      a.lp = lp, a.old = old, a.ref = ref, a.ent = ent, a.adv = adv, a.grad = grad;
+    }
+    a.valid = valid;
+    a.adv_per_token = adv_per_token;
+    a.time = time;
+    a.cispo = po.type == PolicyLossType::cispo;
+    a.log_w_low = c_low, a.log_w_high = c_high;
+    a.ratio_low = 1.0 - po.epsilon_low, a.ratio_high = 1.0 + po.epsilon_high, a.cispo_cap = po.epsilon_high;
+    a.kl = ref == nullptr ? detail::FusedKl::none : fused_kl(options->kl.estimator);
+    a.beta = options->beta;
+    a.divisor = divisor;
+    a.seq_mean = seq_mean;
+    a.seq_mean_eps = seq_mean_eps;
+    return a;
+  }
 };
 
 template <typename T>
-Partial LossKernel<T>::rows(int64_t begin, int64_t end) const {
+LossPartial LossKernel<T>::rows(int64_t begin, int64_t end) const {
   const auto& po = options->policy;
   const bool cispo = po.type == PolicyLossType::cispo;
   const bool sequence = po.importance_level == ImportanceLevel::sequence;
@@ -115,7 +143,10 @@ Partial LossKernel<T>::rows(int64_t begin, int64_t end) const {
   const double c_low = std::max(bounds.low, -guard), c_high = std::min(bounds.high, guard);
   const double lo = 1.0 - po.epsilon_low, hi = 1.0 + po.epsilon_high;
   const double beta = options->beta;
-  Partial p;
+  if constexpr (std::is_same_v<T, float>) {
+    if (!sequence) return detail::token_loss_rows_float(float_args(c_low, c_high), begin, end);
+  }
+  LossPartial p;
   for (int64_t b = begin; b < end; ++b) {
     const int64_t row = b * time;
     double len = 0, seq_delta = 0;
@@ -251,8 +282,8 @@ Prepared prepare(const GrpoLossOptions& options, const LossInputs& in, const tor
   optional_like(in.old_log_probs, "old_log_probs");
   optional_like(in.ref_log_probs, "ref_log_probs");
   optional_like(in.entropy, "entropy");
-  GRPO_CHECK(in.ref_log_probs.defined() || options.beta == 0.0, "{}: beta = {} needs ref_log_probs of shape {}", what,
-             options.beta, shape_str(like));
+  GRPO_CHECK(in.ref_log_probs.defined() || options.beta == 0.0,
+             "{}: beta = {} needs ref_log_probs of shape {}, got undefined", what, options.beta, shape_str(like));
   torch::Tensor mask = in.mask;
   if (options.mask_truncated_completions) {
     GRPO_CHECK(in.truncated.defined(), "{}: mask_truncated_completions needs truncated of shape [{}], got undefined",
@@ -286,7 +317,7 @@ LossKernel<T> make_kernel(const Prepared& p, const torch::Tensor& lp, const torc
 /// `total` as LossMetrics. entropy_share: for GrpoLossOptions::entropy_aggregation token_mean on a loss type that is
 /// not token-normalised (or bnpo), the micro-batch's share of the normaliser, by which its mean entropy is weighted
 /// (GrpoLoss::entropy_bonus_term); unset when the entropy is aggregated like the loss.
-LossMetrics metrics_of(const Partial& total, bool has_ref, bool has_ent, std::optional<double> entropy_share) {
+LossMetrics metrics_of(const LossPartial& total, bool has_ref, bool has_ent, std::optional<double> entropy_share) {
   LossMetrics m;
   const double denom = std::max(total.count, 1.0);
   m.loss = total.loss;
@@ -299,6 +330,8 @@ LossMetrics metrics_of(const Partial& total, bool has_ref, bool has_ent, std::op
   if (has_ent) {
     m.entropy_loss = entropy_share ? total.ent_tokens / denom * *entropy_share : total.ent;
     m.entropy_mean = total.ent_tokens / denom;
+    m.bonus_entropy_sum = total.ent_tokens;  // no top-entropy mask here: every loss token
+    m.bonus_tokens = total.count;
   }
   m.clip_ratio_low_mean = total.low / denom;
   m.clip_ratio_high_mean = total.high / denom;
@@ -336,22 +369,36 @@ class PrecomputedLinearGradFunction : public torch::autograd::Function<Precomput
 }  // namespace
 
 LossOutput FusedGrpoLoss::operator()(const LossInputs& in, const Normaliser& normaliser) const {
-  constexpr const char* kWhat = "FusedGrpoLoss";
-  check_normaliser(options_.loss_type, normaliser);
-  detail::check_dim(in.log_probs, 2, "log_probs", kWhat);
-  detail::check_floating(in.log_probs, "log_probs", kWhat);
+  return detail::fused_loss(options_, in, normaliser, "FusedGrpoLoss");
+}
+
+bool detail::fused_loss_supports(const GrpoLossOptions& options) {
+  return FusedGrpoLoss::unsupported_reason(options).empty();
+}
+
+LossOutput detail::fused_loss(const GrpoLossOptions& options, const LossInputs& in, const Normaliser& normaliser,
+                              const char* what) {
+  check_normaliser(options.loss_type, normaliser);
+  GRPO_CHECK(detail::all_on_cpu(in),
+             "{}: the fused kernel runs on CPU tensors; log_probs is on {} (use GrpoLoss, whose generic implementation "
+             "runs on any device)",
+             what, in.log_probs.defined() ? in.log_probs.device().str() : "none");
+  detail::check_dim(in.log_probs, 2, "log_probs", what);
+  detail::check_floating(in.log_probs, "log_probs", what);
   const auto dtype = in.log_probs.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const Prepared p = prepare(options_, in, in.log_probs, "log_probs", dtype, kWhat);
+  const Prepared p = prepare(options, in, in.log_probs, "log_probs", dtype, what);
   const auto lp = as_compute(in.log_probs, dtype);
   auto grad = torch::empty({p.batch, p.time}, lp.options());
-  Partial total;
+  LossPartial total;
   AT_DISPATCH_FLOATING_TYPES(dtype, "FusedGrpoLoss", [&] {
-    const auto kernel = make_kernel<scalar_t>(p, lp, grad, options_, normaliser);
-    // Rows in parallel, each range with its own partial sums, combined in range order (deterministic).
+    const auto kernel = make_kernel<scalar_t>(p, lp, grad, options, normaliser);
+    // Ranges of ~16 K tokens, each with its own partial sums, combined in range order (deterministic whatever the
+    // thread count); a thread takes at least 8 of them (~128 K tokens), below which starting it costs more than the
+    // few nanoseconds per token it would save.
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.time, 1));
     const int64_t ranges = (p.batch + grain - 1) / grain;
-    std::vector<Partial> partials(static_cast<size_t>(ranges));
-    detail::parallel_ranges(ranges, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<LossPartial> partials(static_cast<size_t>(ranges));
+    detail::parallel_ranges(ranges, 8, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         partials[static_cast<size_t>(r)] = kernel.rows(r * grain, std::min(p.batch, (r + 1) * grain));
     });
@@ -360,7 +407,7 @@ LossOutput FusedGrpoLoss::operator()(const LossInputs& in, const Normaliser& nor
   LossOutput out;
   out.loss = PrecomputedGradFunction::apply(in.log_probs, torch::scalar_tensor(total.loss, lp.options()), grad);
   out.metrics = metrics_of(total, p.ref.defined(), p.ent.defined(),
-                           GrpoLoss(options_).entropy_mean_share(p.valid, normaliser));
+                           detail::entropy_mean_share(options, p.valid, normaliser));
   return out;
 }
 
@@ -401,7 +448,7 @@ LossOutput FusedGrpoLoss::operator()(const torch::Tensor& hidden, const torch::T
   if (need_hidden) grad_hidden = torch::empty({n, hidden.size(2)}, h.options());
   if (need_weight) grad_weight = torch::zeros(w.sizes(), w.options().dtype(dtype));
   auto buffer = torch::empty({std::min(seqs * p.time, std::max<int64_t>(n, 1)), vocab}, h.options());
-  Partial total;
+  LossPartial total;
   for (int64_t b0 = 0; b0 < p.batch; b0 += seqs) {
     const int64_t b1 = std::min(p.batch, b0 + seqs), r0 = b0 * p.time, rows = (b1 - b0) * p.time;
     if (rows == 0) continue;
@@ -439,7 +486,7 @@ LossOutput FusedGrpoLoss::operator()(const torch::Tensor& hidden, const torch::T
     out.loss = value;
   }
   out.metrics = metrics_of(total, p.ref.defined(), p.ent.defined(),
-                           GrpoLoss(options_).entropy_mean_share(p.valid, normaliser));
+                           detail::entropy_mean_share(options_, p.valid, normaliser));
   return out;
 }
 

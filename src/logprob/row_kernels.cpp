@@ -16,6 +16,7 @@
 // AVX-512 specialisations are only compiled when CPU_CAPABILITY_* is defined, which would tie the library to one
 // instruction set, and its Sleef exp is not part of the installed headers' inline code.
 #include "row_kernels.hpp"
+#include "vec_float.hpp"
 
 #include <grpo/logprob/token_log_probs.hpp>
 
@@ -28,56 +29,12 @@
 #include <limits>
 #include <type_traits>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define GRPO_ROW_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define GRPO_ROW_KERNEL_DISPATCH 1
-#else
-#define GRPO_ROW_KERNEL_CLONES
-#define GRPO_ROW_KERNEL_DISPATCH 0
-#endif
-#define GRPO_ALWAYS_INLINE inline __attribute__((always_inline))
-
-// The 64-byte vector types never cross a non-inlined call, so the AVX-512 argument-passing ABI note is moot.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 namespace grpo::detail {
 namespace {
 
+using namespace vec;
+
 constexpr int64_t kBlock = 2048;
-
-// The float path works on GCC/Clang vector extensions of 16 floats: each target clone lowers them to one zmm
-// (AVX-512), two ymm (AVX2) or four xmm (SSE2) registers, so the same source is vectorised at every width.
-typedef float VecF __attribute__((vector_size(64)));
-typedef int32_t VecI __attribute__((vector_size(64)));
-constexpr int kVec = 16;
-
-GRPO_ALWAYS_INLINE VecF splat(float x) { return VecF{} + x; }
-GRPO_ALWAYS_INLINE VecF load(const float* p) {
-  VecF v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-GRPO_ALWAYS_INLINE void store(float* p, VecF v) { std::memcpy(p, &v, sizeof v); }
-
-/// exp(x) on 16 float lanes, ≈ 2 ulp: exp(x) = 2^n · exp(r), n = round(x / ln 2), |r| ≤ ln 2 / 2 (Cephes expf
-/// coefficients). Below −87.3 the result is exactly 0 (not a denormal), above 88.3 it saturates; NaN stays NaN.
-GRPO_ALWAYS_INLINE VecF fast_exp(VecF x) {
-  VecF xc = x < -87.3f ? splat(-87.3f) : x;
-  xc = xc > 88.3f ? splat(88.3f) : xc;
-  constexpr float kRound = 12582912.0f;
-  const VecF n = (xc * 1.44269504088896341f + kRound) - kRound;
-  VecF r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  VecF p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const VecF y = p * r * r + r + 1.0f;
-  const VecI bits = (__builtin_convertvector(n, VecI) + 127) << 23;
-  return x < -87.3f ? VecF{} : y * reinterpret_cast<VecF>(bits);
-}
 
 /// The logits of a block as floats: float logits are read in place, others are converted into buf.
 template <typename In>
@@ -88,13 +45,6 @@ GRPO_ALWAYS_INLINE const float* block_floats(const In* x, int64_t n, float* buf)
     for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(x[i]);
     return buf;
   }
-}
-
-/// The last n % kVec elements of src, padded with `pad` to one full vector.
-GRPO_ALWAYS_INLINE VecF load_tail(const float* src, int64_t count, float pad) {
-  alignas(64) float tail[kVec];
-  for (int j = 0; j < kVec; ++j) tail[j] = j < count ? src[j] : pad;
-  return load(tail);
 }
 
 /// Float-compute forward (float, bfloat16, half logits), per block of kBlock logits: one vector sweep for the
@@ -388,13 +338,14 @@ void row_backward(const RowBackwardArgs& args, int64_t begin, int64_t end) {
 namespace grpo {
 
 const char* log_prob_kernel_isa() {
-#if GRPO_ROW_KERNEL_DISPATCH
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
-    return "x86-64-v4 (AVX-512)";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "x86-64-v3 (AVX2+FMA)";
-#endif
+  switch (detail::vector_isa()) {
+    case detail::VectorIsa::x86_64_v4:
+      return "x86-64-v4 (AVX-512)";
+    case detail::VectorIsa::x86_64_v3:
+      return "x86-64-v3 (AVX2+FMA)";
+    case detail::VectorIsa::baseline:
+      break;
+  }
   return "baseline";
 }
 

@@ -52,10 +52,12 @@ void add_overlong_penalty(StepScores& scores, std::span<const Completion> batch,
                             MetricReduction::weighted_mean, static_cast<double>(batch.size())});
 }
 
-/// The loss options of a step: `base` with the KL controller's β and, for dr_grpo, the stage's completion limit as
-/// its max_completion_length (its constant normaliser).
-GrpoLossOptions step_loss_options(GrpoLossOptions base, double beta, std::int64_t max_new_tokens) {
+/// The loss options of a step: `base` with the KL controller's β, the entropy controller's coefficient and, for
+/// dr_grpo, the stage's completion limit as its max_completion_length (its constant normaliser).
+GrpoLossOptions step_loss_options(GrpoLossOptions base, double beta, double entropy_coef,
+                                  std::int64_t max_new_tokens) {
   base.beta = beta;
+  base.entropy_coef = entropy_coef;
   if (base.loss_type == LossType::dr_grpo) base.max_completion_length = max_new_tokens;
   return base;
 }
@@ -102,7 +104,8 @@ void GrpoTrainerOptions::validate() const {
   sampling.validate();
   kl.validate();
   advantage.validate();
-  step_loss_options(loss, kl.beta, sampling.max_new_tokens).validate();
+  step_loss_options(loss, kl.beta, loss.entropy_coef, sampling.max_new_tokens).validate();
+  (void)EntropyController(loss.entropy_coef, adaptive_entropy);  // validates the adaptive settings
 }
 
 Scalars EvaluationReport::scalars() const {
@@ -127,6 +130,7 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
       optimizer_(model_->parameters(),
                  torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay)),
       context_(stages_of(options_)), kl_(options_.kl),
+      entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
       lr_schedule_{.base_lr = options_.learning_rate, .warmup_steps = options_.warmup_steps,
                    .total_steps = options_.steps, .decay = options_.lr_decay} {
   broadcast_parameters(group_, *model_);  // every rank starts from rank 0's weights
@@ -314,17 +318,20 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
     if (reference_) ref_log_probs = reference_->token_log_probs(rollout).log_probs;
   }
   out.beta = kl_.beta();
-  const GrpoLoss loss(step_loss_options(options_.loss, out.beta, batch.max_new_tokens));
+  out.entropy_coef = entropy_.coef();
   if (!batch.train) return out;
 
   // μ passes; each accumulates the micro-batches' gradients with the whole (all ranks') batch's normaliser.
-  const auto type = loss.options().loss_type;
+  const auto type = options_.loss.loss_type;
   const auto normaliser = global_normaliser(
       group_, type,
       rows > 0 ? std::optional(local_normaliser(type, loss_mask, normaliser_options(batch.max_new_tokens))) : std::nullopt);
   const std::int64_t micro = (rows + options_.micro_batches - 1) / options_.micro_batches;
   std::vector<std::vector<MetricValue>> parts;  // one list per micro-batch of the last pass
   for (std::int64_t pass = 0; pass < options_.mu; ++pass) {
+    // Each pass is one optimizer step: the entropy coefficient is the controller's as of the previous one.
+    const GrpoLoss loss(step_loss_options(options_.loss, out.beta, entropy_.applied(), batch.max_new_tokens));
+    double bonus_entropy = 0.0, bonus_tokens = 0.0;
     optimizer_.zero_grad();
     parts.clear();
     for (std::int64_t begin = 0; begin < rows; begin += micro) {
@@ -341,6 +348,8 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       const auto result = loss(inputs, normaliser);
       result.loss.backward();
       parts.push_back(loss_metric_values(result.metrics));
+      bonus_entropy += result.metrics.bonus_entropy_sum;
+      bonus_tokens += result.metrics.bonus_tokens;
     }
     if (rows == 0) {  // nothing kept on this rank: zero gradients and metrics that weigh nothing
       LossMetrics none;
@@ -350,7 +359,11 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
     }
     all_reduce_gradients(group_, model_->parameters());  // summed: each rank's loss has the global normaliser
     out.grad_norm = clip_and_step(optimizer_, model_->parameters(), options_.max_grad_norm);
+    if (entropy_.adaptive()) {  // the window's entropy over every rank's loss tokens
+      entropy_.update(group_.all_reduce(bonus_entropy), group_.all_reduce(bonus_tokens));
+    }
   }
+  out.entropy_coef = entropy_.coef();
   out.loss_metrics = combine_metrics(parts);
   if (synced_reference_ && batch.step % options_.ref_sync_every == 0) {
     reference_->sync_from(policy_, options_.ref_sync_alpha);
@@ -390,6 +403,7 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
                  {"grad_norm", update.grad_norm, MetricReduction::max, 1.0},
                  {"learning_rate", learning_rate_, MetricReduction::max, 1.0},
                  {"kl_coef", update.beta, MetricReduction::max, 1.0},
+                 {"entropy_coef", update.entropy_coef, MetricReduction::max, 1.0},
                  {"context/stage", static_cast<double>(context_.index()), MetricReduction::max, 1.0},
                  {"context/max_new_tokens", static_cast<double>(batch.max_new_tokens), MetricReduction::max, 1.0},
                  {"tokens_per_second", tokens / seconds, MetricReduction::sum, 1.0},
@@ -486,6 +500,9 @@ std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkp
   state.seed = options_.seed;
   state.values = context_.state_values();
   state.values["kl_coef"] = kl_.beta();
+  state.values["entropy_coef"] = entropy_.coef();
+  // +inf (nothing measured yet) is left out: the checkpoint's values are JSON numbers.
+  if (std::isfinite(entropy_.last_entropy())) state.values["entropy/last"] = entropy_.last_entropy();
   prompts_.save_state(state);
   auto path = save_checkpoint(group_, checkpoints, model_, optimizer_, state,
                               synced_reference_ ? &reference_->model() : nullptr);
@@ -503,6 +520,12 @@ std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
   if (const auto beta = state.values.find("kl_coef");
       beta != state.values.end() && kl_.options().type == KlControl::adaptive) {
     kl_.restore(beta->second);
+  }
+  // An adaptive entropy coefficient continues where it was; a fixed one is the options'.
+  if (const auto coef = state.values.find("entropy_coef"); coef != state.values.end() && entropy_.adaptive()) {
+    const auto last = state.values.find("entropy/last");
+    entropy_.restore(coef->second,
+                     last != state.values.end() ? last->second : std::numeric_limits<double>::infinity());
   }
   if (state.values.count("context/stage")) context_.restore(state.values);
   return state.step;

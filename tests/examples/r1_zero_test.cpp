@@ -693,6 +693,22 @@ TEST_CASE("r1_zero: the values of a loss recipe apply unless overridden (--loss 
   CHECK(config.at("epsilon_high") == "0.3");
 }
 
+TEST_CASE("r1_zero: --adaptive-entropy moves the logged entropy_coef by the delta, and bad bounds name the flag",
+          "[examples][config]") {
+  const std::string& quick = kQuick;
+  // Target 100 nats is above any entropy: every optimizer step (one per trainer step here) raises the coefficient.
+  const auto dir = scratch("adaptive_entropy");
+  REQUIRE(r1_zero(quick + "--adaptive-entropy --entropy-coef 0.01 --entropy-target 100 --entropy-coef-delta 0.02",
+                  dir).status == 0);
+  const auto metrics = read_metrics(dir);
+  CHECK(metrics.at(1).at("entropy_coef") == Approx(0.03).epsilon(1e-12));
+  CHECK(metrics.at(2).at("entropy_coef") == Approx(0.05).epsilon(1e-12));
+  CHECK(read_config_yaml(dir).at("adaptive_entropy") == "true");
+  const auto bad = r1_zero(quick + "--adaptive-entropy --entropy-coef 0.5 --entropy-coef-max 0.1", scratch("bad_entropy"));
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("entropy_coef (0.5) must lie in [entropy_coef_min, entropy_coef_max]"));
+}
+
 TEST_CASE("r1_zero: --rewards alone, and nested loss keys and reward entries in a config", "[examples][config]") {
   const std::string& quick = kQuick;
   // --rewards accuracy alone: weight 1, no format reward.

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <support/tensor_testing.hpp>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ Batch make_batch(torch::ScalarType dtype) {
   b.mask = torch::tensor({{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}, {1, 1, 1, 1, 1, 0}, {0, 0, 0, 0, 0, 0}});
   b.entropy = (torch::rand({4, 6}, torch::kFloat64) * 2).to(dtype);
   return b;
+}
+
+/// options computed by GrpoLoss's generic tensor composition (GrpoLoss would otherwise run the fused kernel).
+grpo::GrpoLossOptions generic(grpo::GrpoLossOptions options) {
+  options.implementation = grpo::LossImplementation::generic;
+  return options;
 }
 
 std::vector<std::pair<std::string, grpo::GrpoLossOptions>> configurations() {
@@ -63,7 +70,7 @@ TEST_CASE("FusedGrpoLoss equals GrpoLoss in loss, metrics and gradient for every
     for (const auto& [name, options] : configurations()) {
       for (bool per_token_adv : {false, true}) {
         INFO(name << (per_token_adv ? " per-token advantages" : "") << " " << c10::toString(dtype));
-        const grpo::GrpoLoss eager(options);
+        const grpo::GrpoLoss eager(generic(options));
         const grpo::FusedGrpoLoss fused(options);
         auto run = [&](auto& loss) {
           auto lp = batch.lp.clone().requires_grad_(true);
@@ -85,6 +92,69 @@ TEST_CASE("FusedGrpoLoss equals GrpoLoss in loss, metrics and gradient for every
           INFO(e[i].first);
           REQUIRE(a[i].first == e[i].first);
           REQUIRE(a[i].second == Approx(e[i].second).epsilon(tol).margin(tol));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("FusedGrpoLoss float32 vector kernel equals the float64 loss on long ragged rows with garbage padding",
+          "[logprob][fused_loss]") {
+  // Rows of 37 tokens (two full 16-lane vectors and a tail of 5) with lengths 0, 1, 16, 17 and 37; padding holds
+  // −inf/NaN; some log ratios are ±30 (beyond verl's ±20 bound) and some clip. The float32 result of the vector
+  // kernel is compared with the float64 generic loss on the same (float32-representable) values.
+  const int64_t B = 5, T = 37;
+  torch::manual_seed(23);
+  auto lp = (-torch::rand({B, T}, torch::kFloat64) * 3).to(torch::kFloat32).to(torch::kFloat64);
+  auto old = (lp + (torch::rand({B, T}, torch::kFloat64) - 0.5)).to(torch::kFloat32).to(torch::kFloat64);
+  old[2][3] = lp[2][3].item<double>() - 30.0;
+  old[4][20] = lp[4][20].item<double>() + 30.0;
+  auto ref = (lp + (torch::rand({B, T}, torch::kFloat64) - 0.5) * 0.6).to(torch::kFloat32).to(torch::kFloat64);
+  auto entropy = (torch::rand({B, T}, torch::kFloat64) * 2).to(torch::kFloat32).to(torch::kFloat64);
+  const auto lengths = torch::tensor({0, 1, 16, 17, 37});
+  auto mask = torch::arange(T).unsqueeze(0) < lengths.unsqueeze(1);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  auto padded = [&](torch::Tensor x, double garbage) {
+    return torch::where(mask, x, torch::full({}, garbage, x.options()));
+  };
+  const auto token_adv_sign = torch::arange(T) % 3 - 1;  // −1, 0, 1, ... along each row
+  const auto adv = torch::tensor({0.3, 1.3, -0.7, 0.4, -2.0}, torch::kFloat64);
+  for (auto estimator : {grpo::KlEstimator::k1, grpo::KlEstimator::abs, grpo::KlEstimator::k2, grpo::KlEstimator::k3,
+                         grpo::KlEstimator::low_var_kl}) {
+    for (const auto& [name, base] : configurations()) {
+      if (base.policy.importance_level != grpo::ImportanceLevel::token) continue;  // the vector kernel's case
+      for (bool per_token_adv : {false, true}) {
+        auto options = base;
+        options.beta = 0.05;
+        options.kl.estimator = estimator;
+        INFO(name << " kl " << grpo::to_string(estimator) << (per_token_adv ? " per-token advantages" : ""));
+        auto run = [&](const grpo::GrpoLossOptions& o, torch::ScalarType dtype) {
+          auto x = padded(lp, -inf).to(dtype).requires_grad_(true);
+          grpo::LossInputs in{.log_probs = x, .old_log_probs = padded(old, nan).to(dtype),
+                              .ref_log_probs = padded(ref, -inf).to(dtype),
+                              .advantages = (per_token_adv ? adv.unsqueeze(1) * token_adv_sign : adv).to(dtype),
+                              .mask = mask, .entropy = padded(entropy, nan).to(dtype)};
+          grpo::FusedGrpoLoss loss(o);
+          auto out = loss(in, loss.local_normaliser(in));
+          out.loss.backward();
+          return std::make_pair(out, x.grad().to(torch::kFloat64));
+        };
+        const grpo::GrpoLoss reference(generic(options));
+        auto x64 = padded(lp, -inf).requires_grad_(true);
+        grpo::LossInputs in64{.log_probs = x64, .old_log_probs = padded(old, nan), .ref_log_probs = padded(ref, -inf),
+                              .advantages = per_token_adv ? adv.unsqueeze(1) * token_adv_sign : adv,
+                              .mask = mask, .entropy = padded(entropy, nan)};
+        auto expected = reference(in64, reference.local_normaliser(in64));
+        expected.loss.backward();
+        auto [actual, actual_grad] = run(options, torch::kFloat32);
+        REQUIRE(actual.loss.scalar_type() == torch::kFloat32);
+        GRPO_REQUIRE_CLOSE(actual_grad, x64.grad(), 1e-5, 1e-7);
+        REQUIRE(torch::isfinite(actual_grad).all().item<bool>());
+        auto a = actual.metrics.items(), e = expected.metrics.items();
+        REQUIRE(a.size() == e.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          INFO(e[i].first);
+          REQUIRE(a[i].second == Approx(e[i].second).epsilon(1e-5).margin(1e-6));
         }
       }
     }
@@ -138,7 +208,7 @@ TEST_CASE("FusedGrpoLoss edge cases: all masked, no old log-probs, log-ratio of 
     return std::make_pair(o.loss.template item<double>(), x.grad());
   };
   auto [fused_value, fused_grad] = run(fused);
-  auto [eager_value, eager_grad] = run(grpo::GrpoLoss(grpo::recipes::grpo()));
+  auto [eager_value, eager_grad] = run(grpo::GrpoLoss(generic(grpo::recipes::grpo())));
   REQUIRE(std::isfinite(fused_value));
   REQUIRE(fused_value == Approx(eager_value));
   GRPO_REQUIRE_CLOSE(fused_grad, eager_grad, 1e-12, 1e-12);
@@ -167,7 +237,7 @@ TEST_CASE("hidden states to loss: linear log-probs then FusedGrpoLoss equal the 
     grpo::LossInputs in{.log_probs = lp, .old_log_probs = batch.old, .ref_log_probs = ref, .advantages = batch.adv,
                         .mask = batch.mask};
     auto out = fused ? grpo::FusedGrpoLoss(options)(in, grpo::Normaliser::sequences(4))
-                     : grpo::GrpoLoss(options)(in, grpo::Normaliser::sequences(4));
+                     : grpo::GrpoLoss(generic(options))(in, grpo::Normaliser::sequences(4));
     out.loss.backward();
     return std::vector<torch::Tensor>{out.loss.detach(), h.grad(), w.grad()};
   };

@@ -15,6 +15,7 @@
 namespace {
 
 using grpo::GrpoLossOptions;
+using grpo::LossImplementation;
 using grpo::ImportanceLevel;
 using grpo::KlEstimator;
 using grpo::LogRatioBounds;
@@ -139,21 +140,25 @@ void run_verl(const std::string& what, GrpoLossOptions base, const PgLosses& pg_
         o.loss_scale_factor = mode.loss_scale_factor;
         apply(o, e);
         for (const auto& b : parity::standard_batches()) {
-          INFO(what << ", loss_agg_mode " << mode.verl << (mode.loss_scale_factor ? " (factor 16)" : "") << ", "
-                    << e.name << ", advantages " << (per_token ? "[B, T]" : "[B]") << ", batch " << b.name);
-          parity::check_parity(
-              [&](const torch::Tensor& lp, const torch::Tensor& entropy) {
-                return parity::library_loss(o, b, lp, entropy, per_token, true);
-              },
-              [&](const torch::Tensor& lp, const torch::Tensor& entropy) {
-                auto mat = pg_losses(b, lp, verl_advantages(b, per_token), rollout_is_weights(b, e));
-                // gspo and sapo aggregate seq-mean-token-mean whatever loss_agg_mode says (core_algos.py 1313, 1397).
-                auto pg_loss = ref::verl_agg_loss(mat, b.maskf(),
-                                                  forced_seq_mean_token_mean ? "seq-mean-token-mean" : mode.verl,
-                                                  mode.loss_scale_factor);
-                return verl_actor_loss(pg_loss, b, lp, entropy, mode.verl, mode.loss_scale_factor, e);
-              },
-              b);
+          for (const auto implementation : {LossImplementation::automatic, LossImplementation::generic}) {
+            o.implementation = implementation;
+            INFO(what << ", loss_agg_mode " << mode.verl << (mode.loss_scale_factor ? " (factor 16)" : "") << ", "
+                      << e.name << ", advantages " << (per_token ? "[B, T]" : "[B]") << ", batch " << b.name
+                      << ", implementation " << grpo::to_string(implementation));
+            parity::check_parity(
+                [&](const torch::Tensor& lp, const torch::Tensor& entropy) {
+                  return parity::library_loss(o, b, lp, entropy, per_token, true);
+                },
+                [&](const torch::Tensor& lp, const torch::Tensor& entropy) {
+                  auto mat = pg_losses(b, lp, verl_advantages(b, per_token), rollout_is_weights(b, e));
+                  // gspo and sapo aggregate seq-mean-token-mean whatever loss_agg_mode says (core_algos.py 1313, 1397).
+                  auto pg_loss = ref::verl_agg_loss(mat, b.maskf(),
+                                                    forced_seq_mean_token_mean ? "seq-mean-token-mean" : mode.verl,
+                                                    mode.loss_scale_factor);
+                  return verl_actor_loss(pg_loss, b, lp, entropy, mode.verl, mode.loss_scale_factor, e);
+                },
+                b);
+          }
         }
         check_all_masked_zero(o, per_token);
       }

@@ -93,8 +93,13 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
   train::ProcessGroup group{train::ProcessGroupOptions{}};
   models::CausalLM model;
   std::unique_ptr<train::GrpoTrainer> trainer;
-  CopyRun() : model((torch::manual_seed(7), models::CausalLM(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32})))) {
+  /// adaptive_entropy: the entropy bonus starts at 0.01 and moves by 0.01 per optimizer step towards `target`.
+  explicit CopyRun(std::optional<double> adaptive_entropy_target = std::nullopt)
+      : model((torch::manual_seed(7), models::CausalLM(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32})))) {
     train::GrpoTrainerOptions o{.steps = 4, .prompts_per_step = 4, .group_size = 4, .seed = 11};
+    if (adaptive_entropy_target) {
+      o.adaptive_entropy = train::AdaptiveEntropyOptions{.target = *adaptive_entropy_target, .delta = 0.01};
+    }
     o.sampling.max_new_tokens = 2;
     o.loss = recipes::grpo();
     o.kl = {.type = train::KlControl::adaptive, .beta = 0.02, .target = 1e-6, .horizon = 20};  // β moves every step
@@ -106,6 +111,7 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
     o.generation_chunks = 2;
     o.learning_rate = 0.05;
     select_policy_loss(o.loss, "test_reinforce");
+    if (adaptive_entropy_target) o.loss.entropy_coef = 0.01;
     trainer = std::make_unique<train::GrpoTrainer>(model, task, scorer, group, o);
   }
 };
@@ -146,6 +152,47 @@ TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train,
     CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
   }
   CHECK(same_parameters(resumed.model, straight.model));
+}
+
+TEST_CASE("GrpoTrainer: adaptive entropy control moves the coefficient per optimizer step and resumes bit-exactly",
+          "[train][trainer]") {
+  register_reinforce("test_reinforce");
+  // Target 10 nats is above any entropy of an 8-token vocabulary (≤ ln 8): each of the μ = 2 optimizer steps per
+  // trainer step raises the coefficient by 0.01 (TRL's rule), and from the second pass on the bonus applies.
+  const auto dir = scratch("adaptive_entropy");
+  train::CheckpointManager checkpoints({.directory = dir, .keep_last = 0});
+  CopyRun straight(10.0);
+  CHECK(straight.trainer->entropy_controller().applied() == 0.0);  // nothing measured yet: +inf > target
+  std::vector<train::Scalars> metrics;
+  for (std::int64_t step = 1; step <= 4; ++step) {
+    metrics.push_back(straight.trainer->step(step).scalars);
+    const std::map<std::string, double> logged(metrics.back().begin(), metrics.back().end());
+    CHECK(logged.at("entropy_coef") == Approx(0.01 + 0.02 * static_cast<double>(step)).epsilon(1e-12));
+    const double entropy = straight.trainer->entropy_controller().last_entropy();
+    CHECK((entropy > 0.0 && entropy <= std::log(8.0) + 1e-9));
+    CHECK(straight.trainer->entropy_controller().applied() == straight.trainer->entropy_controller().coef());
+    if (step == 2) straight.trainer->save(checkpoints, step);
+  }
+  CopyRun resumed(10.0);
+  REQUIRE(resumed.trainer->restore(checkpoints) == 2);
+  CHECK(resumed.trainer->entropy_controller().coef() == Approx(0.05).epsilon(1e-12));
+  CHECK(std::isfinite(resumed.trainer->entropy_controller().last_entropy()));
+  for (std::int64_t step = 3; step <= 4; ++step) {
+    CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
+  }
+  CHECK(same_parameters(resumed.model, straight.model));
+
+  // Target 0: the entropy is always above it, so the coefficient falls to its minimum (0) and the bonus never
+  // applies: the run equals one without an entropy bonus.
+  CopyRun never(0.0), without;
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    const auto a = never.trainer->step(step).scalars;
+    const auto b = without.trainer->step(step).scalars;
+    const std::map<std::string, double> logged(a.begin(), a.end());
+    CHECK(logged.at("entropy_coef") == 0.0);
+    CHECK(logged.at("loss") == std::map<std::string, double>(b.begin(), b.end()).at("loss"));
+  }
+  CHECK(same_parameters(never.model, without.model));
 }
 
 TEST_CASE("PolicyLossRegistry: a registered surrogate equals the built-in one it re-implements, value and gradient",

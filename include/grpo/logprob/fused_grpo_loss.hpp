@@ -4,7 +4,8 @@
 //
 // Same inputs (LossInputs), same normaliser, same LossOutput (loss and the metrics GrpoLoss reports); values and
 // gradients agree with GrpoLoss to rounding (tests/logprob/fused_grpo_loss_test.cpp). Per valid token t of row i:
-//   ppo_clip:  w = exp(clamp(log w, ±c)), log w = lp − lp_old (token) or Σ_t m·(lp − lp_old)/|o_i| (sequence, GSPO);
+//   ppo_clip:  w = exp(log w bounded by policy.effective_log_ratio_bounds()), log w = lp − lp_old (token) or
+//              Σ_t m·(lp − lp_old)/|o_i| (sequence, GSPO);
 //              L = max(−A·w, −A·clip(w, 1 − ε_low, 1 + ε_high))
 //   cispo:     L = −sg(min(w, ε_high))·A·lp (TRL)
 //   KL:        k1 / abs / k2 / k3 / low_var_kl of lp − lp_ref (kl/kl_penalty.hpp), added as β·KL

@@ -60,6 +60,32 @@ inline EntropyAggregation parse_entropy_aggregation(std::string_view name) {
   return detail::parse_enum(name, detail::kEntropyAggregationNames, "entropy aggregation");
 }
 
+/// Which code computes GrpoLoss (GrpoLossOptions::implementation).
+enum class LossImplementation {
+  /// The fused CPU kernel (FusedGrpoLoss, one pass over the tokens with a hand-written gradient) when it supports
+  /// the options and every input is a CPU tensor; the generic composition of tensor operations otherwise.
+  automatic,
+  /// Always the generic composition of LibTorch operations (any device; autograd through every input).
+  generic,
+};
+
+namespace detail {
+inline constexpr EnumNames<LossImplementation, 2> kLossImplementationNames{{
+    {LossImplementation::automatic, "automatic"},
+    {LossImplementation::generic, "generic"},
+}};
+static_assert(names_are_unique(kLossImplementationNames));
+}  // namespace detail
+
+/// "automatic" or "generic".
+inline std::string_view to_string(LossImplementation value) {
+  return detail::enum_name(value, detail::kLossImplementationNames);
+}
+/// Parses "automatic" or "generic"; throws ConfigError listing them otherwise.
+inline LossImplementation parse_loss_implementation(std::string_view name) {
+  return detail::parse_enum(name, detail::kLossImplementationNames, "loss implementation");
+}
+
 /// Options of GrpoLoss. Defaults are TRL's GRPOConfig where TRL has the option (loss_type dapo, β = 0, ε = 0.2,
 /// token-level IS, no entropy bonus or masks); see recipes.hpp for the published configurations.
 struct GrpoLossOptions {
@@ -104,6 +130,10 @@ struct GrpoLossOptions {
   std::optional<int64_t> max_completion_length;
   /// seq_mean_token_sum_norm: verl loss_scale_factor, for local_normaliser (default: the padded length T).
   std::optional<double> loss_scale_factor;
+  /// The fused CPU kernel where it applies (automatic), or always the generic tensor composition. Both give the
+  /// same loss, metrics and gradient with respect to log_probs (tests/parity); the fused one is several times
+  /// faster, the generic one also differentiates through the entropy and runs on any device.
+  LossImplementation implementation = LossImplementation::automatic;
 
   /// Throws ConfigError naming the option and its value.
   void validate() const {
@@ -162,9 +192,12 @@ struct GrpoLossOptions {
                         "per-token terms, or another loss_type",
                         per_token ? per_token : "");
     }
-    // TRL folds the sampler ratio into VESPO's gamma weight instead of multiplying the loss; not implemented.
-    GRPO_CHECK_CONFIG(policy.type != PolicyLossType::vespo || sampler_correction.mode == SamplerCorrectionMode::none,
-                      "GrpoLossOptions: sampler_correction.mode '{}' is not supported with policy.type 'vespo'",
+    // TRL folds the sampler ratio into VESPO's gamma weight (TRL's modes only; OpenRLHF's geometric mask has no
+    // VESPO reference).
+    GRPO_CHECK_CONFIG(policy.type != PolicyLossType::vespo ||
+                          sampler_correction.mode != SamplerCorrectionMode::sequence_geometric_mask,
+                      "GrpoLossOptions: sampler_correction.mode '{}' is not supported with policy.type 'vespo' (TRL "
+                      "folds only its own modes into the gamma weight)",
                       to_string(sampler_correction.mode));
   }
 };
@@ -212,6 +245,10 @@ struct LossMetrics {
   double ratio_min = 1.0, ratio_mean = 1.0, ratio_max = 1.0;  ///< importance weight w over valid tokens (ROLL)
   std::optional<double> sampler_ratio_min, sampler_ratio_mean, sampler_ratio_max;  ///< ρ with sampler correction
   double num_tokens = 0.0;                                                         ///< valid tokens of this micro-batch
+  /// Σ H and the count over the tokens the entropy bonus acts on (the loss mask, times the top-entropy mask when it
+  /// is on): what an adaptive entropy controller measures (train/entropy_controller.hpp). 0 without entropy. Not in
+  /// items().
+  double bonus_entropy_sum = 0.0, bonus_tokens = 0.0;
 
   /// (name, value) pairs under TRL's names (kl, entropy, clip_ratio/...), verl's (pg_clipfrac, ppo_kl, ...) and
   /// TRL's sampling/importance_sampling_ratio/*; optional metrics appear only when computed.
@@ -249,12 +286,49 @@ struct LossOutput {
   LossMetrics metrics;
 };
 
+namespace detail {
+/// The entropy term's form (EntropyAggregation): unset when it is aggregated exactly like the loss (like_loss, and
+/// TRL's token_mean for the token-normalised types other than bnpo, Σ H·m_eff / N); otherwise the weight of the
+/// micro-batch's mean entropy, its share of the normaliser: the local normaliser of loss_mask ([B, T], nonzero =
+/// valid, after truncation) over `normaliser` (1 when the normaliser is 0).
+inline std::optional<double> entropy_mean_share(const GrpoLossOptions& options, const torch::Tensor& loss_mask,
+                                                const Normaliser& normaliser) {
+  const LossType type = options.loss_type;
+  if (options.entropy_aggregation == EntropyAggregation::like_loss ||
+      (aggregation_rule(type).normaliser == Normaliser::Kind::tokens && type != LossType::bnpo))
+    return std::nullopt;
+  if (normaliser.value() <= 0.0) return 1.0;
+  const Normaliser local = local_normaliser(
+      type, loss_mask,
+      {.max_completion_length = options.max_completion_length, .loss_scale_factor = options.loss_scale_factor});
+  return local.value() / normaliser.value();
+}
+
+/// FusedGrpoLoss's kernel (src/logprob/fused_grpo_loss.cpp): whether it computes `options` (validated), and the
+/// loss of CPU inputs with it; errors name `what` (the caller's class).
+bool fused_loss_supports(const GrpoLossOptions& options);
+LossOutput fused_loss(const GrpoLossOptions& options, const LossInputs& inputs, const Normaliser& normaliser,
+                      const char* what);
+
+/// True when every defined tensor of `inputs` is on the CPU.
+inline bool all_on_cpu(const LossInputs& in) {
+  for (const torch::Tensor* t : {&in.log_probs, &in.old_log_probs, &in.ref_log_probs, &in.advantages, &in.mask,
+                                 &in.entropy, &in.sampler_log_probs, &in.truncated}) {
+    if (t->defined() && !t->device().is_cpu()) return false;
+  }
+  return true;
+}
+}  // namespace detail
+
 /// The GRPO-family loss of one micro-batch (formula at the top of this file), configured once by options.
 /// Numerics: masked positions of every input are replaced by 0 before any arithmetic, so padding log-probs of
 /// −inf or NaN never reach the loss or its gradient; an all-masked batch gives loss 0 and zero gradients.
 class GrpoLoss {
  public:
-  explicit GrpoLoss(GrpoLossOptions options) : options_(std::move(options)) { options_.validate(); }
+  explicit GrpoLoss(GrpoLossOptions options) : options_(std::move(options)) {
+    options_.validate();
+    fused_ = options_.implementation == LossImplementation::automatic && detail::fused_loss_supports(options_);
+  }
 
   const GrpoLossOptions& options() const { return options_; }
 
@@ -269,25 +343,10 @@ class GrpoLoss {
         {.max_completion_length = options_.max_completion_length, .loss_scale_factor = options_.loss_scale_factor});
   }
 
-  /// The entropy term's form (EntropyAggregation): unset when it is aggregated exactly like the loss (like_loss, and
-  /// TRL's token_mean for the token-normalised types other than bnpo, Σ H·m_eff / N); otherwise the weight of the
-  /// micro-batch's mean entropy, its share of the normaliser: the local normaliser of loss_mask ([B, T], nonzero =
-  /// valid, after truncation) over `normaliser` (1 when the normaliser is 0).
-  std::optional<double> entropy_mean_share(const torch::Tensor& loss_mask, const Normaliser& normaliser) const {
-    const LossType type = options_.loss_type;
-    if (options_.entropy_aggregation == EntropyAggregation::like_loss ||
-        (aggregation_rule(type).normaliser == Normaliser::Kind::tokens && type != LossType::bnpo))
-      return std::nullopt;
-    if (normaliser.value() <= 0.0) return 1.0;
-    const Normaliser local = grpo::local_normaliser(
-        type, loss_mask,
-        {.max_completion_length = options_.max_completion_length, .loss_scale_factor = options_.loss_scale_factor});
-    return local.value() / normaliser.value();
-  }
-
   /// Loss and metrics of one micro-batch. Throws grpo::Error naming the input and its shape when inputs do not
   /// fit, ConfigError when the normaliser's kind does not fit loss_type.
   LossOutput operator()(const LossInputs& inputs, const Normaliser& normaliser) const {
+    if (fused_ && detail::all_on_cpu(inputs)) return detail::fused_loss(options_, inputs, normaliser, "GrpoLoss");
     check_normaliser(options_.loss_type, normaliser);
     const torch::Tensor mask = loss_mask(inputs);  // also checks every input's shape
     const auto dtype = detail::policy_loss_compute_dtype(inputs.log_probs.scalar_type());
@@ -309,15 +368,20 @@ class GrpoLoss {
           inputs.entropy_threshold.value_or(top_entropy_threshold(entropy, valid, options_.top_entropy_quantile));
       entropy_mask = top_entropy_mask(entropy, valid, threshold);
     }
-    // GMPO takes the top-entropy mask inside its geometric mean (TRL GMPOTrainer) and returns one loss per sequence.
-    const PolicyLossOutput policy = surrogate(lp, old, adv, valid, entropy_mask);
-    const bool per_sequence = policy.per_sequence_loss.defined();
-
     torch::Tensor sampler;
     if (inputs.sampler_log_probs.defined()) sampler = prepare(inputs.sampler_log_probs, false);
     torch::Tensor rho;
     if (options_.sampler_correction.mode != SamplerCorrectionMode::none)
       rho = sampler_correction_weights(old, sampler, valid, options_.sampler_correction);
+    const bool vespo = options_.policy_loss_name.empty() && options_.policy.type == PolicyLossType::vespo;
+
+    // GMPO takes the top-entropy mask inside its geometric mean (TRL GMPOTrainer) and returns one loss per sequence;
+    // VESPO folds the sampler ratio into its gamma weight instead of multiplying the loss by it (TRL).
+    PolicyLossExtras extras;
+    extras.mean_mask = entropy_mask;
+    if (vespo && rho.defined()) extras.vespo_log_sampler_ratio = vespo_log_sampler_ratio(rho, valid);
+    const PolicyLossOutput policy = surrogate(lp, old, adv, valid, extras);
+    const bool per_sequence = policy.per_sequence_loss.defined();
 
     torch::Tensor policy_term, per_token;
     if (per_sequence) {
@@ -335,7 +399,7 @@ class GrpoLoss {
                                                          *options_.off_policy_mask_threshold);
       }
       if (entropy_mask.defined()) per_token = per_token * entropy_mask;
-      if (rho.defined()) per_token = per_token * rho;
+      if (rho.defined() && !vespo) per_token = per_token * rho;
       policy_term = aggregate_loss(per_token, valid, type, normaliser);
     }
 
@@ -345,7 +409,8 @@ class GrpoLoss {
       // TRL's coef_1: the importance weight at policy.importance_level, with its gradient, unclamped.
       if (options_.kl_importance_weighted) {
         const auto bounds = options_.policy.log_ratio_bounds.value_or(LogRatioBounds::none());
-        kl = importance_weighted_kl(kl, log_importance_weight(lp, old, valid, options_.policy.importance_level, bounds).exp());
+        const auto log_w = log_importance_weight(lp, old, valid, options_.policy.importance_level, bounds);
+        kl = importance_weighted_kl(kl, log_w.exp());
       }
       kl_term = aggregate_loss(kl, valid, type, normaliser);
     }
@@ -376,6 +441,9 @@ class GrpoLoss {
     if (entropy.defined()) {
       metrics.entropy_loss = entropy_term.item<double>();
       metrics.entropy_mean = token_mean(entropy);
+      const torch::Tensor kept = entropy_mask.defined() ? entropy_mask * m : m;
+      metrics.bonus_entropy_sum = (entropy * kept).sum().item<double>();
+      metrics.bonus_tokens = kept.sum().item<double>();
     }
     metrics.clip_ratio_low_mean = token_mean(policy.clipped_low);
     metrics.clip_ratio_high_mean = token_mean(policy.clipped_high);
@@ -429,27 +497,37 @@ class GrpoLoss {
     return truncated_completion_mask(in.mask, in.truncated);
   }
 
+  /// TRL get_gamma_weights' sampler term, Σ clamp(log ρ, log 1e-8, 20) per row [B]: over the valid tokens for the
+  /// token modes (TRL's padded ratios are 1, log 0), once per row for the sequence modes (one ratio per row).
+  torch::Tensor vespo_log_sampler_ratio(const torch::Tensor& rho, const torch::Tensor& valid) const {
+    const torch::Tensor m = valid.to(rho.scalar_type());
+    const torch::Tensor log_rho = rho.log().clamp(std::log(1e-8), 20.0).masked_fill(~valid, 0.0);
+    if (!sampler_correction_is_per_sequence(options_.sampler_correction.mode)) return log_rho.sum(1);
+    return log_rho.sum(1) / m.sum(1).clamp_min(1.0);  // the row's one value (all its valid entries are equal)
+  }
+
   /// The entropy term of the bonus (EntropyAggregation): entropy [B, T] compute dtype, entropy_mask the top-entropy
   /// mask or undefined, valid the loss mask as bool.
   torch::Tensor entropy_bonus_term(const torch::Tensor& entropy, const torch::Tensor& entropy_mask,
                                    const torch::Tensor& valid, const Normaliser& normaliser) const {
     const torch::Tensor masked = entropy_mask.defined() ? entropy * entropy_mask : entropy;
-    const auto share = entropy_mean_share(valid, normaliser);
+    const auto share = detail::entropy_mean_share(options_, valid, normaliser);
     if (!share) return aggregate_loss(masked, valid, options_.loss_type, normaliser);
     const torch::Tensor kept = entropy_mask.defined() ? (entropy_mask * valid).sum() : valid.sum();
     return masked.masked_fill(~valid, 0.0).sum() / kept.to(entropy.scalar_type()).clamp_min(1.0) * *share;
   }
 
-  /// The built-in policy_loss() (with GMPO's mean_mask), or the registered surrogate named by policy_loss_name.
+  /// The built-in policy_loss() (with its extras), or the registered surrogate named by policy_loss_name.
   PolicyLossOutput surrogate(const torch::Tensor& lp, const torch::Tensor& old, const torch::Tensor& adv,
-                             const torch::Tensor& valid, const torch::Tensor& mean_mask) const {
-    if (options_.policy_loss_name.empty()) return policy_loss(lp, old, adv, valid, options_.policy, mean_mask);
+                             const torch::Tensor& valid, const PolicyLossExtras& extras) const {
+    if (options_.policy_loss_name.empty()) return policy_loss(lp, old, adv, valid, options_.policy, extras);
     PolicyLossOutput out = PolicyLossRegistry::global().get(options_.policy_loss_name)(lp, old, adv, valid, options_.policy);
     complete_policy_loss_output(out, lp, old, valid);
     return out;
   }
 
   GrpoLossOptions options_;
+  bool fused_ = false;  ///< the fused CPU kernel computes these options
 };
 
 /// Selects the surrogate called `name`: a built-in PolicyLossType name (policy.type, policy_loss_name cleared) or a

@@ -430,6 +430,15 @@ inline int64_t cov_token_count(double ratio, int64_t n_valid) {
 
 }  // namespace detail
 
+/// Inputs of policy_loss() that only some types read.
+struct PolicyLossExtras {
+  /// gmpo: [B, T], the subset of the mask its geometric mean runs over (TRL GMPOTrainer: mask · top-entropy mask).
+  torch::Tensor mean_mask;
+  /// vespo: [B], the sampler importance ratio's log folded into S (TRL get_gamma_weights: Σ_t clamp(log ρ_t,
+  /// log 1e-8, 20) for token modes, clamp(log ρ_i, log 1e-8, 20) for sequence modes); GrpoLoss computes it.
+  torch::Tensor vespo_log_sampler_ratio;
+};
+
 /// Per-token policy loss L_it (to be minimised) of one micro-batch, plus the clip statistics.
 ///
 /// Shapes: log_probs, old_log_probs, mask [B, T]; advantages [B] (broadcast over tokens) or [B, T]. log_probs,
@@ -446,12 +455,13 @@ inline int64_t cov_token_count(double ratio, int64_t n_valid) {
 /// - sapo (TRL, verl): τ = τ_pos if A > 0 else τ_neg;  L = −(4/τ)·sigmoid(τ·(w − 1))·A.
 /// - vespo (TRL get_gamma_weights): S_i = Σ_t m·clamp(lp − lp_old, bounds: ±20), log W = clamp(S_i,
 ///     log 1e-8, 20), (k, λ) = pos if A ≥ 0 else neg, λ ← max(λ, 1e-4), φ = sg(exp(λ + k·log W − λ·W)) (NaN or
-///     inf → 0; φ(1) = 1);  L = −φ·A·lp. TRL's sampler IS ratio folded into S is the sampler-correction
-///     component's business, not this function's.
+///     inf → 0; φ(1) = 1);  L = −φ·A·lp. With extras.vespo_log_sampler_ratio, S_i += that term before the clamp
+///     (TRL folds the sampler ratio into S instead of multiplying the loss by it).
 /// - gpg (verl gpg, REINFORCE): L = −A·lp.
 /// - gmpo, a per-SEQUENCE loss L_i = −A_i·w_i, in the form of the reference that takes advantages of that shape.
 ///     Δ = lp − lp_old (bounded only if log_ratio_bounds is set), c = clip(Δ, −ε_low, ε_high), k = m·mean_mask
-///     (the tokens the geometric mean runs over; mean_mask defaults to all, GrpoLoss passes TRL's top-entropy mask).
+///     (the tokens the geometric mean runs over: extras.mean_mask, default all; GrpoLoss passes TRL's top-entropy
+///     mask).
 ///     [B] advantages, TRL experimental GMPOTrainer: Δ' = min(Δ, c) if A > 0 else max(Δ, c),
 ///       w_i = exp(Σ_t k·Δ' / max(Σ_t k, 1)), A_i = A (an empty row gives −A_i, as TRL).
 ///     [B, T] advantages, verl geo_mean: s = sign(A), Δ' = s·min(s·Δ, s·c), w_i = exp(Σ_t k·Δ' / (Σ_t k + 1e-8)),
@@ -474,12 +484,18 @@ inline int64_t cov_token_count(double ratio, int64_t n_valid) {
 /// the loss and the gradient finite for any finite log ratio.
 inline PolicyLossOutput policy_loss(const torch::Tensor& log_probs, const torch::Tensor& old_log_probs,
                                     const torch::Tensor& advantages, const torch::Tensor& mask,
-                                    const PolicyLossOptions& options, const torch::Tensor& mean_mask = {}) {
+                                    const PolicyLossOptions& options, const PolicyLossExtras& extras = {}) {
+  const torch::Tensor& mean_mask = extras.mean_mask;
   constexpr std::string_view kWhat = "policy_loss";
   options.validate();
   detail::check_log_prob_inputs(log_probs, old_log_probs, mask, kWhat);
   detail::check_advantages(advantages, log_probs, kWhat);
   if (mean_mask.defined()) detail::check_same_shape(log_probs, "log_probs", mean_mask, "mean_mask", kWhat);
+  if (extras.vespo_log_sampler_ratio.defined()) {
+    GRPO_CHECK(extras.vespo_log_sampler_ratio.dim() == 1 && extras.vespo_log_sampler_ratio.size(0) == log_probs.size(0),
+               "{}: vespo_log_sampler_ratio must have shape [{}], got {}", kWhat, log_probs.size(0),
+               shape_str(extras.vespo_log_sampler_ratio));
+  }
 
   const auto out_dtype = log_probs.scalar_type();
   const auto dtype = detail::policy_loss_compute_dtype(out_dtype);
@@ -562,7 +578,10 @@ inline PolicyLossOutput policy_loss(const torch::Tensor& log_probs, const torch:
       torch::Tensor phi;
       {
         torch::NoGradGuard no_grad;
-        auto log_big_w = (log_w.detach() * in.m).sum(1, /*keepdim=*/true).clamp(std::log(1e-8), 20.0);
+        auto seq_log_ratio = (log_w.detach() * in.m).sum(1, /*keepdim=*/true);
+        if (extras.vespo_log_sampler_ratio.defined())
+          seq_log_ratio = seq_log_ratio + extras.vespo_log_sampler_ratio.detach().to(opts).unsqueeze(1);
+        auto log_big_w = seq_log_ratio.clamp(std::log(1e-8), 20.0);
         auto big_w = log_big_w.exp();
         // TRL picks (k, λ) from the sign of the advantage as given: per sequence for [B], per token for [B, T].
         auto nonneg = (advantages.dim() == 1 ? advantages.detach().to(opts).unsqueeze(1) : A) >= 0;

@@ -36,6 +36,7 @@
 #include <grpo/train/distributed.hpp>
 #include <grpo/train/dynamic_sampling.hpp>
 #include <grpo/train/evaluation.hpp>
+#include <grpo/train/entropy_controller.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
 #include <grpo/train/metrics_writer.hpp>
@@ -71,6 +72,10 @@ struct GrpoTrainerOptions {
   /// β and its control (fixed, or adaptive towards a target KL). β > 0 makes a frozen copy of the starting policy the
   /// reference.
   KlControllerOptions kl;
+  /// Adaptive entropy control (TRL use_adaptive_entropy): the entropy bonus coefficient starts at
+  /// loss.entropy_coef and follows entropy_controller.hpp's rule, applied only while the entropy is at or below the
+  /// target. Unset: loss.entropy_coef is fixed.
+  std::optional<AdaptiveEntropyOptions> adaptive_entropy;
   std::int64_t mu = 1;                  ///< optimisation passes over each batch; > 1 uses the old log-probs
   std::int64_t micro_batches = 1;       ///< gradient accumulation: micro-batches per pass (one optimizer step each pass)
   std::int64_t ref_sync_every = 0;      ///< TR-DPO: move the reference towards the policy every N steps (0 = never)
@@ -123,6 +128,7 @@ struct UpdateResult {
   std::vector<MetricValue> loss_metrics;
   double grad_norm = 0.0;
   double beta = 0.0;  ///< the KL coefficient the loss used
+  double entropy_coef = 0.0;  ///< the entropy-bonus coefficient after this step's update(s) (TRL logs it)
 };
 
 /// What a step did. In callbacks, `batch` and `advantages` point at the step's data (valid during the call); the
@@ -203,6 +209,7 @@ class GrpoTrainer {
   torch::optim::AdamW& optimizer() { return optimizer_; }
   const ContextSchedule& context() const { return context_; }
   const KlController& kl_controller() const { return kl_; }
+  const EntropyController& entropy_controller() const { return entropy_; }
   const StepScorer& scorer() const { return scorer_; }
   const PromptSource& prompts() const { return prompts_; }
   ProcessGroup& process_group() const { return group_; }
@@ -224,6 +231,7 @@ class GrpoTrainer {
   torch::optim::AdamW optimizer_;
   ContextSchedule context_;
   KlController kl_;
+  EntropyController entropy_;
   LrScheduleOptions lr_schedule_;
   double learning_rate_ = 0.0;  // of the current step
   bool stage_metrics_checked_ = false;

@@ -51,6 +51,11 @@ struct Settings {
   double kl_target = 0.1, kl_horizon = 10000;
   bool adaptive_entropy = false;
   double entropy_target = 0.2, entropy_coef_delta = 0.005, entropy_coef_min = 0.0, entropy_coef_max = 1.0;
+  // verl rollout correction (the sampler's log-probs against the trainer's).
+  std::string rollout_is = "none", rollout_rs;
+  double rollout_is_threshold = 2.0;
+  bool rollout_is_batch_normalize = false;
+  std::string rollout_rs_threshold;
   // Curriculum (data sets).
   std::string curriculum_schedule = "none";
   std::vector<double> curriculum_start, curriculum_end;
@@ -195,6 +200,20 @@ inline std::vector<Field> fields(Settings& s) {
        at_least_zero()},
       {"--entropy-coef-min", &s.entropy_coef_min, "adaptive entropy: lower bound of the coefficient", at_least_zero()},
       {"--entropy-coef-max", &s.entropy_coef_max, "adaptive entropy: upper bound of the coefficient", at_least_zero()},
+      {"--rollout-is", &s.rollout_is,
+       "verl rollout correction: weigh the policy loss by the trainer/sampler ratio per token or per sequence, "
+       "truncated at --rollout-is-threshold (none = off)",
+       member_of({"none", "token", "sequence"})},
+      {"--rollout-is-threshold", &s.rollout_is_threshold, "rollout correction: upper bound of the IS weights",
+       positive()},
+      {"--rollout-is-batch-normalize", &s.rollout_is_batch_normalize,
+       "rollout correction: divide the IS weights by their batch mean"},
+      {"--rollout-rs", &s.rollout_rs,
+       "verl rejection sampling: drop tokens or sequences by trainer/sampler mismatch, e.g. token_k1 or "
+       "seq_mean_k3,token_k1 (empty = off; thresholds in --rollout-rs-threshold)"},
+      {"--rollout-rs-threshold", &s.rollout_rs_threshold,
+       "rejection thresholds, one per --rollout-rs option or one shared: LOWER_UPPER ratio band for k1, an upper "
+       "bound for k2/k3"},
       {"--curriculum-schedule", &s.curriculum_schedule, "difficulty curriculum: none, linear or staged",
        member_of({"none", "linear", "staged"})},
       {"--curriculum-start", &s.curriculum_start, "linear: difficulty MIN,MAX at --curriculum-start-step", pair_list()},
@@ -467,6 +486,14 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   grpo::select_advantage_estimator(o.advantage, s.advantage);  // a built-in or a registered estimator
   o.kl = {.type = grpo::train::parse_kl_control(s.kl_control), .beta = *s.beta, .target = s.kl_target,
           .horizon = s.kl_horizon};
+  if (s.rollout_is != "none") {
+    o.loss.sampler_correction = {.mode = s.rollout_is == "token" ? grpo::SamplerCorrectionMode::token_truncate
+                                                                  : grpo::SamplerCorrectionMode::sequence_truncate,
+                                 .clip_max = s.rollout_is_threshold,
+                                 .log_ratio_bound = 20.0,  // verl's SAFETY_BOUND
+                                 .batch_normalize = s.rollout_is_batch_normalize};
+  }
+  if (!s.rollout_rs.empty()) o.loss.rollout_rejection = grpo::parse_rollout_rejection(s.rollout_rs, s.rollout_rs_threshold);
   if (s.adaptive_entropy) {
     o.adaptive_entropy = grpo::train::AdaptiveEntropyOptions{
         .target = s.entropy_target, .delta = s.entropy_coef_delta, .min = s.entropy_coef_min, .max = s.entropy_coef_max};

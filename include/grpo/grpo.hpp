@@ -21,6 +21,7 @@
 #include <grpo/loss/policy_loss.hpp>
 #include <grpo/loss/policy_loss_registry.hpp>
 #include <grpo/loss/recipes.hpp>
+#include <grpo/loss/rollout_correction.hpp>
 #include <grpo/loss/token_masks.hpp>
 
 #include <grpo/policy/causal_lm_concepts.hpp>
@@ -70,6 +71,7 @@
 #include <grpo/train/dynamic_sampling.hpp>
 #include <grpo/train/evaluation.hpp>
 #include <grpo/train/grpo_trainer.hpp>
+#include <grpo/train/entropy_controller.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
 #include <grpo/train/metrics.hpp>

@@ -247,6 +247,7 @@ std::string FusedGrpoLoss::unsupported_reason(const GrpoLossOptions& o) {
     return fmt::format("off_policy_mask_threshold = {}", *o.off_policy_mask_threshold);
   if (o.sampler_correction.mode != SamplerCorrectionMode::none)
     return fmt::format("sampler_correction.mode = {}", to_string(o.sampler_correction.mode));
+  if (!o.rollout_rejection.empty()) return "rollout_rejection";
   return "";
 }
 

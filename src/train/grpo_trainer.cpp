@@ -309,13 +309,23 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   // The loss mask: without the truncated completions when the stage filters them (DAPO overlong filtering).
   const torch::Tensor loss_mask =
       stage.mask_truncated ? truncated_completion_mask(rollout.completion_mask, rollout.truncated) : rollout.completion_mask;
+  torch::Tensor kept_mask = loss_mask;  // ... and without the tokens rollout rejection drops
 
-  // Old and reference log-probs (no grad), when μ > 1 and β > 0 need them.
+  // Old and reference log-probs (no grad), when μ > 1, rollout rejection (verl compares the old log-probs with the
+  // sampler's) and β > 0 need them.
+  const bool rejection = !options_.loss.rollout_rejection.empty();
+  const bool needs_old = options_.mu > 1 || rejection;
   torch::Tensor old_log_probs, ref_log_probs;
   if (batch.train && rows > 0) {
     torch::NoGradGuard no_grad;
-    if (options_.mu > 1) old_log_probs = policy_.token_log_probs(rollout).log_probs;
+    if (needs_old) old_log_probs = policy_.token_log_probs(rollout).log_probs;
     if (reference_) ref_log_probs = reference_->token_log_probs(rollout).log_probs;
+    // Rejected tokens do not count in the normaliser (verl's modified response mask); GrpoLoss, given the mask
+    // before rejection and the same old and sampler log-probs, rejects the same tokens and weighs the others on it.
+    if (rejection) {
+      kept_mask = rollout_rejection_mask(old_log_probs, rollout.sampler_log_probs, loss_mask,
+                                         options_.loss.rollout_rejection);
+    }
   }
   out.beta = kl_.beta();
   out.entropy_coef = entropy_.coef();
@@ -325,8 +335,12 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   const auto type = options_.loss.loss_type;
   const auto normaliser = global_normaliser(
       group_, type,
-      rows > 0 ? std::optional(local_normaliser(type, loss_mask, normaliser_options(batch.max_new_tokens))) : std::nullopt);
+      rows > 0 ? std::optional(local_normaliser(type, kept_mask, normaliser_options(batch.max_new_tokens))) : std::nullopt);
   const std::int64_t micro = (rows + options_.micro_batches - 1) / options_.micro_batches;
+  // The sampler's own log-probs, for the options that compare them with the trainer's (they differ by the sampler's
+  // arithmetic: KV cache, batch shape).
+  const bool needs_sampler_log_probs = options_.loss.sampler_correction.mode != SamplerCorrectionMode::none ||
+                                       !options_.loss.rollout_rejection.empty();
   std::vector<std::vector<MetricValue>> parts;  // one list per micro-batch of the last pass
   for (std::int64_t pass = 0; pass < options_.mu; ++pass) {
     // Each pass is one optimizer step: the entropy coefficient is the controller's as of the previous one.
@@ -340,11 +354,12 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       const auto lp = policy_.token_log_probs(part, /*with_entropy=*/true);
       LossInputs inputs;
       inputs.log_probs = lp.log_probs;
-      if (options_.mu > 1) inputs.old_log_probs = old_log_probs.narrow(0, begin, count);
+      if (needs_old) inputs.old_log_probs = old_log_probs.narrow(0, begin, count);
       if (reference_) inputs.ref_log_probs = ref_log_probs.narrow(0, begin, count);
       inputs.advantages = adv.advantages.narrow(0, begin, count);
       inputs.mask = loss_mask.narrow(0, begin, count);
       inputs.entropy = lp.entropy;
+      if (needs_sampler_log_probs) inputs.sampler_log_probs = rollout.sampler_log_probs.narrow(0, begin, count);
       const auto result = loss(inputs, normaliser);
       result.loss.backward();
       parts.push_back(loss_metric_values(result.metrics));

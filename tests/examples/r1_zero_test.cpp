@@ -709,6 +709,23 @@ TEST_CASE("r1_zero: --adaptive-entropy moves the logged entropy_coef by the delt
   CHECK_THAT(bad.out, Catch::Contains("entropy_coef (0.5) must lie in [entropy_coef_min, entropy_coef_max]"));
 }
 
+TEST_CASE("r1_zero: verl rollout correction flags weigh and reject by the sampler's log-probs", "[examples][config]") {
+  const std::string& quick = kQuick;
+  // A k1 band that excludes ratio 1 rejects every token (trainer and sampler agree to rounding): nothing is trained.
+  const auto none_kept = scratch("rollout_rs_all");
+  REQUIRE(r1_zero(quick + "--rollout-rs token_k1 --rollout-rs-threshold 1.5_2", none_kept).status == 0);
+  for (std::int64_t step = 1; step <= 2; ++step) CHECK(read_metrics(none_kept).at(step).at("num_tokens") == 0.0);
+  // A wide band keeps them, and token-level IS weights near 1 are logged.
+  const auto kept = scratch("rollout_rs_kept");
+  REQUIRE(r1_zero(quick + "--rollout-rs token_k1 --rollout-rs-threshold 0.5_2 --rollout-is token", kept).status == 0);
+  const auto metrics = read_metrics(kept);
+  CHECK(metrics.at(1).at("num_tokens") > 0.0);
+  CHECK(metrics.at(1).at("sampling/importance_sampling_ratio/mean") == Approx(1.0).margin(1e-3));
+  const auto bad = r1_zero(quick + "--rollout-rs token_k2 --rollout-rs-threshold 0.1_1", scratch("rollout_rs_bad"));
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("rollout_rs_threshold: option 'token_k2' takes one upper bound"));
+}
+
 TEST_CASE("r1_zero: --rewards alone, and nested loss keys and reward entries in a config", "[examples][config]") {
   const std::string& quick = kQuick;
   // --rewards accuracy alone: weight 1, no format reward.

@@ -9,8 +9,12 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -747,6 +751,274 @@ inline torch::Tensor verl_gpg_advantage(torch::Tensor scores, const std::vector<
     id2mean[idx] = list.size() == 1 ? torch::tensor(0.0) : torch::mean(torch::stack(list));
   for (int64_t i = 0; i < bsz; ++i) scores[i] = alpha * (scores[i] - id2mean[index[i]]) / f_norm;
   return scores;
+}
+
+
+// verl rollout correction (verl/trainer/ppo/rollout_corr_helper.py @ b178a3c): rejection sampling (rollout_rs) and
+// truncated importance weights (rollout_is). log_ratio = old_log_prob − rollout_log_prob (line 779).
+
+/// verl rollout_corr_helper.py @ b178a3c SAFETY_BOUND (line 75).
+inline constexpr double kVerlSafetyBound = 20.0;
+
+/// Python's float(str) for the forms a threshold takes: surrounding whitespace stripped; decimal digits with an
+/// optional sign, point and exponent; '_' only between digits; "inf"/"infinity"/"nan" in any case. Throws
+/// std::invalid_argument (Python's ValueError) otherwise.
+inline double python_float(std::string text) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (!text.empty() && is_space(text.front())) text.erase(text.begin());
+  while (!text.empty() && is_space(text.back())) text.pop_back();
+  const std::string original = text;
+  const auto fail = [&]() -> double {
+    throw std::invalid_argument("could not convert string to float: '" + original + "'");
+  };
+  if (text.empty()) return fail();
+  std::string lower;
+  for (char c : text) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  std::string body = lower;
+  double sign = 1.0;
+  if (!body.empty() && (body[0] == '+' || body[0] == '-')) {
+    sign = body[0] == '-' ? -1.0 : 1.0;
+    body.erase(body.begin());
+  }
+  if (body == "inf" || body == "infinity") return sign * kInf;
+  if (body == "nan") return std::numeric_limits<double>::quiet_NaN();
+  std::string digits;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '_') {
+      const bool between = i > 0 && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                           std::isdigit(static_cast<unsigned char>(text[i + 1]));
+      if (!between) return fail();
+      continue;
+    }
+    digits.push_back(text[i]);
+  }
+  // Python's grammar: [sign] (digits [. [digits]] | . digits) [(e|E) [sign] digits].
+  size_t i = 0;
+  if (i < digits.size() && (digits[i] == '+' || digits[i] == '-')) ++i;
+  size_t int_digits = 0, frac_digits = 0;
+  while (i < digits.size() && std::isdigit(static_cast<unsigned char>(digits[i]))) ++i, ++int_digits;
+  if (i < digits.size() && digits[i] == '.') {
+    ++i;
+    while (i < digits.size() && std::isdigit(static_cast<unsigned char>(digits[i]))) ++i, ++frac_digits;
+  }
+  if (int_digits + frac_digits == 0) return fail();
+  if (i < digits.size() && (digits[i] == 'e' || digits[i] == 'E')) {
+    ++i;
+    if (i < digits.size() && (digits[i] == '+' || digits[i] == '-')) ++i;
+    size_t exp_digits = 0;
+    while (i < digits.size() && std::isdigit(static_cast<unsigned char>(digits[i]))) ++i, ++exp_digits;
+    if (exp_digits == 0) return fail();
+  }
+  if (i != digits.size()) return fail();
+  return std::strtod(digits.c_str(), nullptr);  // correctly rounded, as Python's float()
+}
+
+/// Python's str.strip() (whitespace) of one part.
+inline std::string python_strip(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+/// [part.strip() for part in text.split(",") if part.strip()].
+inline std::vector<std::string> python_comma_parts(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string part = python_strip(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (!part.empty()) out.push_back(part);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+/// verl rollout_corr_helper.py @ b178a3c SUPPORTED_ROLLOUT_RS_OPTIONS (lines 77-89).
+inline const std::vector<std::string>& verl_supported_rollout_rs_options() {
+  static const std::vector<std::string> options{"token_k1",   "token_k2",    "token_k3",    "seq_sum_k1",
+                                                "seq_sum_k2", "seq_sum_k3",  "seq_mean_k1", "seq_mean_k2",
+                                                "seq_mean_k3", "seq_max_k2", "seq_max_k3"};
+  return options;
+}
+
+/// One entry of _parse_rollout_rs_thresholds' result (lower None = nullopt).
+struct VerlRsThreshold {
+  std::string option;
+  std::optional<double> lower;
+  double upper = 0.0;
+};
+
+/// verl rollout_corr_helper.py @ b178a3c compute_rollout_rejection_mask lines 198-217: the rollout_rs string to the
+/// deduplicated option list (first occurrence order). Throws std::invalid_argument (ValueError).
+inline std::vector<std::string> verl_rollout_rs_options(const std::string& rollout_rs) {
+  const auto option_modes = python_comma_parts(rollout_rs);
+  if (option_modes.empty()) throw std::invalid_argument("rollout_rs must contain at least one valid option.");
+  std::vector<std::string> normalized_options;
+  for (const auto& opt : option_modes) {
+    const auto& supported = verl_supported_rollout_rs_options();
+    if (std::find(supported.begin(), supported.end(), opt) == supported.end())
+      throw std::invalid_argument("Invalid rollout_rs option: " + opt + ".");
+    if (std::find(normalized_options.begin(), normalized_options.end(), opt) == normalized_options.end())
+      normalized_options.push_back(opt);
+  }
+  return normalized_options;
+}
+
+/// verl rollout_corr_helper.py @ b178a3c _parse_rollout_rs_thresholds (lines 93-153), threshold_spec a str. Python's
+/// ZeroDivisionError (k1 single "0", line 125) and ValueErrors are std::invalid_argument.
+inline std::vector<VerlRsThreshold> verl_parse_rollout_rs_thresholds(const std::vector<std::string>& options,
+                                                                     const std::string& threshold_spec) {
+  auto raw_specs = python_comma_parts(threshold_spec);
+  if (raw_specs.empty()) throw std::invalid_argument("rollout_rs_threshold must contain at least one threshold value.");
+  if (raw_specs.size() != 1 && raw_specs.size() != options.size())
+    throw std::invalid_argument("rollout_rs_threshold expects either one threshold shared by all options or exactly " +
+                                std::to_string(options.size()) + " thresholds");
+  if (raw_specs.size() == 1 && options.size() > 1) raw_specs.assign(options.size(), raw_specs[0]);
+  std::vector<VerlRsThreshold> thresholds;
+  for (size_t i = 0; i < options.size(); ++i) {  // zip(options, raw_specs)
+    const auto& option = options[i];
+    const auto& spec = raw_specs[i];
+    const bool k1 = option.size() >= 2 && option.compare(option.size() - 2, 2, "k1") == 0;
+    if (k1) {
+      std::string lower_str, upper_str;
+      double lower = 0.0, upper = 0.0;
+      const size_t us = spec.find('_');
+      if (us != std::string::npos) {
+        lower_str = spec.substr(0, us), upper_str = spec.substr(us + 1);
+        lower = python_float(lower_str);
+        upper = python_float(upper_str);
+      } else {
+        upper_str = spec;
+        const double u = python_float(upper_str);  // float(upper_str) outside the try (line 125)
+        if (u == 0.0) throw std::invalid_argument("ZeroDivisionError: float division by zero");
+        lower = 1.0 / u;  // float(str(1.0 / u)) == 1.0 / u (repr round-trips)
+        upper = u;
+      }
+      if (lower <= 0 || upper <= 0)
+        throw std::invalid_argument("Thresholds for option '" + option + "' must be positive, got " + spec + ".");
+      thresholds.push_back({option, lower, upper});
+    } else {
+      if (spec.find('_') != std::string::npos)
+        throw std::invalid_argument("rollout_rs_threshold for option '" + option +
+                                    "' must provide a single upper bound without '_'. Received '" + spec + "'.");
+      const double upper = python_float(spec);
+      if (upper <= 0)
+        throw std::invalid_argument("Threshold for option '" + option + "' must be positive, got " + spec + ".");
+      thresholds.push_back({option, std::nullopt, upper});
+    }
+  }
+  return thresholds;
+}
+
+/// verl rollout_corr_helper.py @ b178a3c compute_rollout_rejection_mask (lines 156-372): modified_response_mask
+/// (response_mask's dtype). log_ratio = old_log_prob − rollout_log_prob; metrics are not computed (they do not feed
+/// the mask).
+inline torch::Tensor verl_compute_rollout_rejection_mask(const torch::Tensor& log_ratio,
+                                                         const torch::Tensor& response_mask,
+                                                         const std::string& rollout_rs,
+                                                         const std::string& rollout_rs_threshold) {
+  if (log_ratio.size(0) == 0) return response_mask;
+  const auto normalized_options = verl_rollout_rs_options(rollout_rs);
+  const auto threshold_specs = verl_parse_rollout_rs_thresholds(normalized_options, rollout_rs_threshold);
+
+  auto log_ratio_safe = torch::clamp(log_ratio, -kVerlSafetyBound, kVerlSafetyBound);
+  auto token_k1 = -log_ratio_safe;
+  auto token_k2 = 0.5 * log_ratio_safe.pow(2);
+  auto token_k3 = torch::exp(log_ratio_safe) - 1.0 - log_ratio_safe;
+
+  auto response_mask_bool = response_mask.to(torch::kBool);
+  auto combined_mask = torch::ones_like(response_mask, log_ratio.options());
+
+  const auto sequence_sum = [&](const torch::Tensor& v) { return verl_masked_sum(v, response_mask, -1); };
+  const auto sequence_mean = [&](const torch::Tensor& v) { return verl_masked_mean(v, response_mask, -1); };
+  const auto sequence_max = [&](const torch::Tensor& v) {
+    auto masked_values = v.masked_fill(~response_mask_bool, -kInf);
+    auto max_values = std::get<0>(masked_values.max(-1));
+    return torch::where(max_values == -kInf, torch::zeros_like(max_values), max_values);
+  };
+  const auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const auto starts_with = [](const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; };
+
+  for (const auto& spec : threshold_specs) {
+    const auto& option_name = spec.option;
+    const bool is_k1_option = ends_with(option_name, "k1");
+    const double upper_value = spec.upper;
+    double lower_log = 0.0, upper_log = 0.0;
+    if (is_k1_option) {
+      lower_log = std::log(*spec.lower);  // math.log
+      upper_log = std::log(spec.upper);
+    }
+    torch::Tensor token_keep_bool;
+    if (option_name == "token_k1") {
+      token_keep_bool = (token_k1 >= lower_log) & (token_k1 <= upper_log);
+    } else if (option_name == "token_k2") {
+      token_keep_bool = token_k2 <= upper_value;
+    } else if (option_name == "token_k3") {
+      token_keep_bool = token_k3 <= upper_value;
+    } else {
+      torch::Tensor seq_stat, seq_keep_bool_direct;
+      std::function<torch::Tensor(const torch::Tensor&)> reduce;
+      if (starts_with(option_name, "seq_sum")) reduce = sequence_sum;
+      else if (starts_with(option_name, "seq_mean")) reduce = sequence_mean;
+      else if (starts_with(option_name, "seq_max")) reduce = sequence_max;
+      else throw std::invalid_argument("Unsupported rollout_rs option: " + option_name);
+      if (ends_with(option_name, "k1")) {
+        if (starts_with(option_name, "seq_max")) throw std::invalid_argument("Unsupported rollout_rs option");
+        seq_stat = reduce(token_k1);
+        seq_keep_bool_direct = (seq_stat >= lower_log) & (seq_stat <= upper_log);
+      } else if (ends_with(option_name, "k2")) {
+        seq_stat = reduce(token_k2);
+        seq_keep_bool_direct = seq_stat <= upper_value;
+      } else {
+        seq_stat = reduce(token_k3);
+        seq_keep_bool_direct = seq_stat <= upper_value;
+      }
+      token_keep_bool = seq_keep_bool_direct.unsqueeze(-1).expand_as(response_mask_bool);
+    }
+    auto token_keep_mask = token_keep_bool.to(log_ratio.scalar_type());
+    combined_mask = combined_mask * token_keep_mask;
+  }
+  auto final_mask = combined_mask;
+  return (response_mask * final_mask).to(response_mask.scalar_type());
+}
+
+/// verl rollout_corr_helper.py @ b178a3c compute_rollout_correction_weights (lines 481-598), torch.distributed not
+/// initialised: rollout_is "token" | "sequence". Returns rollout_is_weights (0 at padding), detached.
+inline torch::Tensor verl_compute_rollout_correction_weights(const torch::Tensor& log_ratio,
+                                                             const torch::Tensor& response_mask,
+                                                             const std::string& rollout_is,
+                                                             double rollout_is_threshold,
+                                                             bool rollout_is_batch_normalize) {
+  if (rollout_is != "token" && rollout_is != "sequence") throw std::invalid_argument("Invalid rollout_is");
+  if (rollout_is_threshold <= 0) throw std::invalid_argument("rollout_is_threshold must be positive");
+  torch::Tensor rollout_is_weights;
+  if (rollout_is == "token") {
+    auto log_ratio_safe = torch::clamp(log_ratio, -kVerlSafetyBound, kVerlSafetyBound);
+    rollout_is_weights = torch::exp(log_ratio_safe);
+  } else {
+    auto log_ratio_sum = verl_masked_sum(log_ratio, response_mask, -1).unsqueeze(-1);
+    auto log_ratio_sum_safe = torch::clamp(log_ratio_sum, -kVerlSafetyBound, kVerlSafetyBound);
+    rollout_is_weights = torch::exp(log_ratio_sum_safe).expand_as(log_ratio);
+  }
+  rollout_is_weights = rollout_is_weights * response_mask;
+  rollout_is_weights = rollout_is_weights.clamp_max(rollout_is_threshold);
+  rollout_is_weights = rollout_is_weights.detach();
+  if (rollout_is_batch_normalize) {
+    torch::Tensor weights_mean;
+    if (rollout_is == "token") {
+      weights_mean = verl_masked_mean(rollout_is_weights, response_mask);
+    } else {
+      auto seq_weights = verl_masked_mean(rollout_is_weights, response_mask, -1);
+      auto seq_mask = (response_mask.sum(-1) > 0).to(rollout_is_weights.scalar_type());
+      weights_mean = (seq_weights * seq_mask).sum() / seq_mask.sum().clamp_min(1e-8);
+    }
+    if (weights_mean.item<double>() > 1e-8) rollout_is_weights = rollout_is_weights / weights_mean;
+  }
+  return rollout_is_weights;
 }
 
 }  // namespace parity::ref

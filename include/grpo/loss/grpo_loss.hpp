@@ -21,6 +21,7 @@
 #include <grpo/loss/importance_correction.hpp>
 #include <grpo/loss/policy_loss.hpp>
 #include <grpo/loss/policy_loss_registry.hpp>
+#include <grpo/loss/rollout_correction.hpp>
 #include <grpo/loss/token_masks.hpp>
 #include <optional>
 #include <string>
@@ -126,6 +127,10 @@ struct GrpoLossOptions {
   /// TRL mask_truncated_completions: remove truncated rows from the loss mask (and so from token counts).
   /// Needs LossInputs::truncated.
   bool mask_truncated_completions = false;
+  /// verl rollout_rs (rollout_correction.hpp, parse_rollout_rejection): remove the tokens and sequences whose
+  /// trainer/sampler mismatch fails a criterion from the loss mask (and so from token counts), with the old
+  /// log-probs (log_probs.detach() without them) as the trainer's. Needs LossInputs::sampler_log_probs.
+  std::vector<RolloutRejectionCriterion> rollout_rejection;
   /// dr_grpo: TRL max_completion_length, for local_normaliser (required for dr_grpo).
   std::optional<int64_t> max_completion_length;
   /// seq_mean_token_sum_norm: verl loss_scale_factor, for local_normaliser (default: the padded length T).
@@ -141,6 +146,11 @@ struct GrpoLossOptions {
     if (!policy_loss_name.empty()) (void)PolicyLossRegistry::global().get(policy_loss_name);  // lists the names
     kl.validate();
     sampler_correction.validate();
+    for (const auto& c : rollout_rejection) {
+      GRPO_CHECK_CONFIG(c.upper > 0.0 && (!detail::is_k1(c.statistic) || c.lower > 0.0),
+                        "GrpoLossOptions.rollout_rejection: option '{}' needs thresholds > 0, got lower {} and upper {}",
+                        to_string(c.statistic), c.lower, c.upper);
+    }
     const auto type = to_string(loss_type);
     const auto policy_type = policy_loss_type_name(policy.type);
     GRPO_CHECK_CONFIG(beta >= 0.0 && std::isfinite(beta), "GrpoLossOptions.beta must be finite and >= 0, got {}", beta);
@@ -348,13 +358,15 @@ class GrpoLoss {
   LossOutput operator()(const LossInputs& inputs, const Normaliser& normaliser) const {
     if (fused_ && detail::all_on_cpu(inputs)) return detail::fused_loss(options_, inputs, normaliser, "GrpoLoss");
     check_normaliser(options_.loss_type, normaliser);
-    const torch::Tensor mask = loss_mask(inputs);  // also checks every input's shape
+    const Masks masks = loss_masks(inputs);  // also checks every input's shape
     const auto dtype = detail::policy_loss_compute_dtype(inputs.log_probs.scalar_type());
-    const torch::Tensor valid = mask != 0;
-    const torch::Tensor invalid = ~valid;
+    const torch::Tensor valid = masks.loss != 0;
+    // The tokens before rollout rejection: verl computes the IS weights on them. Every other position is replaced by
+    // 0 before any arithmetic (rejected tokens keep their finite values; the loss mask leaves them out).
+    const torch::Tensor sampled = masks.before_rejection != 0;
     auto prepare = [&](const torch::Tensor& t, bool keep_grad) {
       auto x = keep_grad ? t.to(dtype) : t.detach().to(dtype);
-      return x.masked_fill(invalid, 0.0);
+      return x.masked_fill(~sampled, 0.0);
     };
     const torch::Tensor lp = prepare(inputs.log_probs, true);
     const torch::Tensor old = inputs.old_log_probs.defined() ? prepare(inputs.old_log_probs, false) : lp.detach();
@@ -372,7 +384,7 @@ class GrpoLoss {
     if (inputs.sampler_log_probs.defined()) sampler = prepare(inputs.sampler_log_probs, false);
     torch::Tensor rho;
     if (options_.sampler_correction.mode != SamplerCorrectionMode::none)
-      rho = sampler_correction_weights(old, sampler, valid, options_.sampler_correction);
+      rho = sampler_correction_weights(old, sampler, sampled, options_.sampler_correction);
     const bool vespo = options_.policy_loss_name.empty() && options_.policy.type == PolicyLossType::vespo;
 
     // GMPO takes the top-entropy mask inside its geometric mean (TRL GMPOTrainer) and returns one loss per sequence;
@@ -467,9 +479,17 @@ class GrpoLoss {
   }
 
  private:
-  /// Checks the inputs' shapes against log_probs [B, T] and the options, and returns the loss mask (the
-  /// completion mask without truncated rows when mask_truncated_completions is on).
-  torch::Tensor loss_mask(const LossInputs& in) const {
+  /// The completion mask without truncated rows (mask_truncated_completions), and that mask without the rejected
+  /// tokens (rollout_rejection): the loss mask.
+  struct Masks {
+    torch::Tensor before_rejection, loss;
+  };
+
+  /// The loss mask (Masks::loss).
+  torch::Tensor loss_mask(const LossInputs& in) const { return loss_masks(in).loss; }
+
+  /// Checks the inputs' shapes against log_probs [B, T] and the options, and returns the masks.
+  Masks loss_masks(const LossInputs& in) const {
     constexpr std::string_view kWhat = "GrpoLoss";
     detail::check_dim(in.log_probs, 2, "log_probs", kWhat);
     detail::check_floating(in.log_probs, "log_probs", kWhat);
@@ -489,12 +509,20 @@ class GrpoLoss {
                       ? fmt::format("entropy_coef = {}", options_.entropy_coef)
                       : fmt::format("top_entropy_quantile = {}", options_.top_entropy_quantile));
     optional_like(in.sampler_log_probs, "sampler_log_probs",
-                  options_.sampler_correction.mode != SamplerCorrectionMode::none,
-                  fmt::format("sampler_correction.mode = {}", to_string(options_.sampler_correction.mode)));
-    if (!options_.mask_truncated_completions) return in.mask;
-    GRPO_CHECK(in.truncated.defined(), "{}: mask_truncated_completions needs truncated of shape [{}], got undefined",
-               kWhat, in.log_probs.size(0));
-    return truncated_completion_mask(in.mask, in.truncated);
+                  options_.sampler_correction.mode != SamplerCorrectionMode::none ||
+                      !options_.rollout_rejection.empty(),
+                  options_.sampler_correction.mode != SamplerCorrectionMode::none
+                      ? fmt::format("sampler_correction.mode = {}", to_string(options_.sampler_correction.mode))
+                      : std::string("rollout_rejection"));
+    torch::Tensor mask = in.mask;
+    if (options_.mask_truncated_completions) {
+      GRPO_CHECK(in.truncated.defined(), "{}: mask_truncated_completions needs truncated of shape [{}], got undefined",
+                 kWhat, in.log_probs.size(0));
+      mask = truncated_completion_mask(mask, in.truncated);
+    }
+    if (options_.rollout_rejection.empty()) return {mask, mask};
+    const torch::Tensor trainer = in.old_log_probs.defined() ? in.old_log_probs : in.log_probs.detach();
+    return {mask, rollout_rejection_mask(trainer, in.sampler_log_probs, mask, options_.rollout_rejection)};
   }
 
   /// TRL get_gamma_weights' sampler term, Σ clamp(log ρ, log 1e-8, 20) per row [B]: over the valid tokens for the

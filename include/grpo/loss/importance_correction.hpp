@@ -77,6 +77,13 @@ struct SamplerCorrectionOptions {
   std::optional<double> clip_min;
   /// Upper bound (TRL vllm_importance_sampling_clip_max / cap, default 3.0; OpenRLHF 5.0). Must be > 0.
   double clip_max = 3.0;
+  /// verl's SAFETY_BOUND (rollout_corr_helper.py): log ρ (the sum, at sequence level) is first clamped to
+  /// ±log_ratio_bound, which verl sets to 20. Unset: TRL (no such clamp). Token and sequence modes only.
+  std::optional<double> log_ratio_bound;
+  /// verl rollout_is_batch_normalize: after truncation, divide the weights by their mean over this call's batch
+  /// (token modes: over valid tokens; sequence modes: over non-empty sequences, one weight each), when that mean
+  /// is > 1e-8. verl takes the mean over the whole (distributed) batch: pass the whole batch to reproduce it.
+  bool batch_normalize = false;
 
   /// Throws ConfigError naming the option and value.
   void validate() const {
@@ -85,6 +92,13 @@ struct SamplerCorrectionOptions {
     GRPO_CHECK_CONFIG(!clip_min || (*clip_min >= 0.0 && *clip_min < clip_max),
                       "SamplerCorrectionOptions: clip_min must be in [0, clip_max = {}), got {}", clip_max,
                       clip_min.value_or(0.0));
+    GRPO_CHECK_CONFIG(!log_ratio_bound || (*log_ratio_bound > 0.0 && std::isfinite(*log_ratio_bound)),
+                      "SamplerCorrectionOptions: log_ratio_bound must be finite and > 0, got {}",
+                      log_ratio_bound.value_or(0.0));
+    GRPO_CHECK_CONFIG(!(log_ratio_bound || batch_normalize) || mode != SamplerCorrectionMode::sequence_geometric_mask,
+                      "SamplerCorrectionOptions: log_ratio_bound and batch_normalize apply to the token and sequence "
+                      "modes, not to {}",
+                      "sequence_geometric_mask");
   }
 };
 
@@ -117,15 +131,32 @@ inline torch::Tensor sampler_correction_weights(const torch::Tensor& trainer_log
                                                                      : -std::numeric_limits<double>::infinity();
   const bool sequence =
       mode == SamplerCorrectionMode::sequence_truncate || mode == SamplerCorrectionMode::sequence_mask;
-  const torch::Tensor log_rho = sequence ? delta.sum(1, /*keepdim=*/true).expand_as(delta) : delta;
+  torch::Tensor log_rho = sequence ? delta.sum(1, /*keepdim=*/true).expand_as(delta) : delta;
+  if (options.log_ratio_bound) log_rho = log_rho.clamp(-*options.log_ratio_bound, *options.log_ratio_bound);
+  // verl's batch normalisation: the mean weight over valid tokens, or over non-empty rows (one weight each).
+  const auto normalized = [&](torch::Tensor w) {
+    if (!options.batch_normalize) return w;
+    const torch::Tensor m = valid.to(w.scalar_type());
+    torch::Tensor mean;
+    if (sequence) {
+      const torch::Tensor rows = m.sum(1);
+      const torch::Tensor row_weight = (w * m).sum(1) / (rows + 1e-8);
+      const torch::Tensor non_empty = (rows > 0).to(w.scalar_type());
+      mean = (row_weight * non_empty).sum() / non_empty.sum().clamp_min(1e-8);
+    } else {
+      mean = (w * m).sum() / (m.sum() + 1e-8);
+    }
+    const double value = mean.item<double>();
+    return value > 1e-8 ? w / value : w;
+  };
   switch (mode) {
     case SamplerCorrectionMode::token_truncate:
     case SamplerCorrectionMode::sequence_truncate:
-      return torch::exp(log_rho.clamp(log_min, log_max));
+      return normalized(torch::exp(log_rho.clamp(log_min, log_max)));
     case SamplerCorrectionMode::token_mask:
     case SamplerCorrectionMode::sequence_mask: {
       const torch::Tensor inside = (log_rho >= log_min) & (log_rho <= log_max);
-      return torch::exp(log_rho.clamp_max(log_max)).masked_fill(~inside, 0.0);
+      return normalized(torch::exp(log_rho.clamp_max(log_max)).masked_fill(~inside, 0.0));
     }
     case SamplerCorrectionMode::sequence_geometric_mask: {
       const torch::Tensor lengths = valid.sum(1, /*keepdim=*/true).to(delta.scalar_type()).clamp_min(1.0);

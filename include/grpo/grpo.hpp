@@ -12,6 +12,7 @@
 
 #include <grpo/advantage/advantage_registry.hpp>
 #include <grpo/advantage/group_advantage.hpp>
+#include <grpo/advantage/token_advantages.hpp>
 
 #include <grpo/kl/kl_penalty.hpp>
 

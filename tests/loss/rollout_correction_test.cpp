@@ -23,7 +23,8 @@ TEST_CASE("rollout_rs thresholds parse as verl's: shared, per option, k1 bands",
   CHECK(c[1].upper == 0.01);
   c = grpo::parse_rollout_rejection("seq_sum_k1,seq_max_k2", "4");  // one shared entry; k1 lower = 1/upper
   CHECK((c[0].lower == 0.25 && c[0].upper == 4.0 && c[1].upper == 4.0));
-  CHECK_THROWS_WITH(grpo::parse_rollout_rejection("token_k4", "1"), Catch::Contains("rollout_rs: unknown option 'token_k4'"));
+  CHECK_THROWS_WITH(grpo::parse_rollout_rejection("token_k4", "1"),
+                    Catch::Contains("rollout_rs: unknown option 'token_k4'"));
   CHECK_THROWS_WITH(grpo::parse_rollout_rejection("token_k1,token_k2", "1,2,3"),
                     Catch::Contains("rollout_rs_threshold: 3 entries for 2 rollout_rs options"));
   CHECK_THROWS_WITH(grpo::parse_rollout_rejection("token_k2", "0.1_2"), Catch::Contains("without '_'"));

@@ -587,7 +587,8 @@ TEST_CASE("GrpoLoss rollout_rejection without old log-probs uses log_probs detac
   run_loss({RolloutIs{}, RolloutIs{"token", 2.0, true}}, /*old_defined=*/false, /*mask_truncated=*/false);
 }
 
-TEST_CASE("GrpoLoss rollout_rejection after mask_truncated_completions matches verl on the truncated mask", "[parity][rollout]") {
+TEST_CASE("GrpoLoss rollout_rejection after mask_truncated_completions matches verl on the truncated mask",
+          "[parity][rollout]") {
   run_loss({RolloutIs{}, RolloutIs{"sequence", 2.0, true}}, /*old_defined=*/true, /*mask_truncated=*/true);
 }
 

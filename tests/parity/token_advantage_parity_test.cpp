@@ -4,10 +4,11 @@
 // transcribed below from the Python. The references see clean inputs (0 at padding, as verl's token_level_rewards);
 // the library gets −inf/NaN garbage there.
 #include <grpo/advantage/token_advantages.hpp>
-#include <grpo/kl/kl_penalty.hpp>
 
 #include <catch2/catch.hpp>
 #include <support/tensor_testing.hpp>
+
+#include "parity/references.hpp"
 
 #include <cmath>
 #include <limits>
@@ -18,18 +19,7 @@ namespace {
 
 const auto kF64 = torch::TensorOptions().dtype(torch::kFloat64);
 
-// verl/utils/torch_functional.py masked_mean, masked_var (unbiased), masked_whiten (shift_mean=True).
-torch::Tensor verl_masked_mean(const torch::Tensor& values, const torch::Tensor& mask) {
-  return (values * mask).sum() / (mask.sum() + 1e-8);
-}
-torch::Tensor verl_masked_whiten(const torch::Tensor& values, const torch::Tensor& mask) {
-  auto mean = verl_masked_mean(values, mask);
-  auto centered = values - mean;
-  auto variance = verl_masked_mean(centered * centered, mask);
-  auto mask_sum = mask.sum();
-  variance = variance * (mask_sum / (mask_sum - 1));
-  return (values - mean) * torch::rsqrt(variance + 1e-8);
-}
+using parity::ref::verl_masked_whiten;  // verl/utils/torch_functional.py masked_whiten
 
 // core_algos.py compute_reinforce_plus_plus_outcome_advantage.
 torch::Tensor verl_reinforce_pp(const torch::Tensor& token_level_rewards, const torch::Tensor& response_mask,

@@ -111,7 +111,6 @@ struct LogRatioBounds {
   static LogRatioBounds symmetric(double c) { return {-c, c}; }
   /// (−inf, c] (verl gspo: clamp(max=10.0)).
   static LogRatioBounds at_most(double c) { return {-std::numeric_limits<double>::infinity(), c}; }
-  bool bounded() const { return std::isfinite(low) || std::isfinite(high); }
 };
 
 /// The bounds the cited reference of (type, level) applies to log w: the default of

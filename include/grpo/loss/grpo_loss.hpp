@@ -146,11 +146,7 @@ struct GrpoLossOptions {
     if (!policy_loss_name.empty()) (void)PolicyLossRegistry::global().get(policy_loss_name);  // lists the names
     kl.validate();
     sampler_correction.validate();
-    for (const auto& c : rollout_rejection) {
-      GRPO_CHECK_CONFIG(c.upper > 0.0 && (!detail::is_k1(c.statistic) || c.lower > 0.0),
-                        "GrpoLossOptions.rollout_rejection: option '{}' needs thresholds > 0, got lower {} and upper {}",
-                        to_string(c.statistic), c.lower, c.upper);
-    }
+    validate_rollout_rejection(rollout_rejection, "GrpoLossOptions.rollout_rejection");
     const auto type = to_string(loss_type);
     const auto policy_type = policy_loss_type_name(policy.type);
     GRPO_CHECK_CONFIG(beta >= 0.0 && std::isfinite(beta), "GrpoLossOptions.beta must be finite and >= 0, got {}", beta);

@@ -113,6 +113,16 @@ struct RolloutRejectionCriterion {
   double upper = 0.0;
 };
 
+/// Throws ConfigError, prefixed with `what`, unless every criterion's thresholds are > 0 (k1: lower and upper; k2, k3:
+/// upper). NaN fails.
+inline void validate_rollout_rejection(const std::vector<RolloutRejectionCriterion>& criteria, std::string_view what) {
+  for (const auto& c : criteria) {
+    GRPO_CHECK_CONFIG(c.upper > 0.0 && (!detail::is_k1(c.statistic) || c.lower > 0.0),
+                      "{}: option '{}' needs thresholds > 0, got lower {} and upper {}", what, to_string(c.statistic),
+                      c.lower, c.upper);
+  }
+}
+
 /// verl's rollout_rs ("token_k1,seq_mean_k3": options, duplicates dropped) and rollout_rs_threshold (one entry per
 /// option, or one shared by all; a k1 entry is "lower_upper" or "upper", then lower = 1/upper; k2/k3 entries are one
 /// upper bound) as criteria. ConfigError naming rollout_rs or rollout_rs_threshold and the entry at fault.
@@ -170,11 +180,9 @@ inline torch::Tensor rollout_rejection_mask(const torch::Tensor& trainer_log_pro
                                   .masked_fill(~valid, 0.0)
                                   .clamp(-20.0, 20.0);
   const torch::Tensor k1 = -log_r, k2 = 0.5 * log_r * log_r, k3 = log_r.exp() - 1.0 - log_r;
+  validate_rollout_rejection(criteria, kWhat);
   torch::Tensor keep = valid.clone();
   for (const auto& c : criteria) {
-    GRPO_CHECK_CONFIG(c.upper > 0.0 && (!detail::is_k1(c.statistic) || c.lower > 0.0),
-                      "{}: option '{}' needs positive thresholds, got lower {} and upper {}", kWhat,
-                      to_string(c.statistic), c.lower, c.upper);
     const std::string_view name = to_string(c.statistic);
     const torch::Tensor& token = name.ends_with("k1") ? k1 : name.ends_with("k2") ? k2 : k3;
     torch::Tensor stat;

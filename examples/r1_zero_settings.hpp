@@ -49,6 +49,11 @@ struct Settings {
   bool overlap_scoring = false;
   std::string kl_control = "fixed";
   double kl_target = 0.1, kl_horizon = 10000;
+  double gamma = 1.0;
+  bool otb_handle_zero_tail = false;
+  // KL in the reward (off while its coefficient is 0).
+  double kl_in_reward_coef = 0.0, kl_in_reward_target = 0.1, kl_in_reward_horizon = 10000;
+  std::string kl_in_reward_control = "fixed", kl_in_reward_estimator = "k1";
   bool adaptive_entropy = false;
   double entropy_target = 0.2, entropy_coef_delta = 0.005, entropy_coef_min = 0.0, entropy_coef_max = 1.0;
   // verl rollout correction (the sampler's log-probs against the trainer's).
@@ -157,11 +162,18 @@ inline std::vector<Field> fields(Settings& s) {
          grpo::GrpoLossOptions o;
          grpo::select_policy_loss(o, v);
        })},
-      {"--advantage", &s.advantage, "advantage estimator (grpo, dr_grpo, rloo, reinforce_pp_baseline, gpg, pass_at_k, opo, or a registered name)",
+      {"--advantage", &s.advantage,
+       "advantage estimator: group-relative (grpo, verl_grpo, dr_grpo, rloo, reinforce_pp_baseline, gpg, pass_at_k, "
+       "opo, or a registered name) or token-level (reinforce_pp, remax: a greedy completion per prompt is the "
+       "baseline, optimal_token_baseline)",
        accepted_by([](const std::string& v) {
-         grpo::GroupAdvantageOptions o;
-         grpo::select_advantage_estimator(o, v);
+         grpo::train::GrpoTrainerOptions o;
+         grpo::train::select_advantage(o, v);
        })},
+      {"--gamma", &s.gamma, "reinforce_pp: discount of the token returns", within(0.0, 1.0)},
+      {"--otb-handle-zero-tail", &s.otb_handle_zero_tail,
+       "optimal_token_baseline: a group's longest completion, when alone that long, gets baseline 0 past the "
+       "second-longest (verl handle_zero_tail)"},
       {"--beta,--loss-beta", &s.beta, "KL coefficient to the reference policy (0 = no reference; unset: the recipe's)",
        at_least_zero()},
       {"--kl-estimator,--loss-kl-estimator", &s.kl_estimator, "k1, k2, k3, low_var_kl, ... (unset: the recipe's)",
@@ -190,6 +202,20 @@ inline std::vector<Field> fields(Settings& s) {
        member_of({"fixed", "adaptive"})},
       {"--kl-target", &s.kl_target, "adaptive KL: target KL per token", positive()},
       {"--kl-horizon", &s.kl_horizon, "adaptive KL: horizon in sequences", positive()},
+      {"--kl-in-reward-coef", &s.kl_in_reward_coef,
+       "KL in the reward (verl use_kl_in_reward, ROLL add_token_level_kl): each token's reward gets -coef * KL to the "
+       "reference (0 = off)",
+       at_least_zero()},
+      {"--kl-in-reward-estimator", &s.kl_in_reward_estimator, "KL in the reward: per-token estimator (k1, abs, k2, "
+       "k3, low_var_kl; verl's '+' forms have the same value)",
+       accepted_by([](const std::string& v) { grpo::parse_kl_estimator(v); })},
+      {"--kl-in-reward-control", &s.kl_in_reward_control,
+       "KL in the reward: fixed or adaptive (the coefficient moves towards --kl-in-reward-target)",
+       member_of({"fixed", "adaptive"})},
+      {"--kl-in-reward-target", &s.kl_in_reward_target, "KL in the reward, adaptive: target KL (sequence mean of "
+       "token-mean KL)", positive()},
+      {"--kl-in-reward-horizon", &s.kl_in_reward_horizon, "KL in the reward, adaptive: horizon in sequences",
+       positive()},
       {"--adaptive-entropy,--use-adaptive-entropy", &s.adaptive_entropy,
        "adaptive entropy bonus (TRL use_adaptive_entropy): the coefficient starts at --entropy-coef and moves by "
        "--entropy-coef-delta per optimizer step, up while the entropy is at or below --entropy-target, down otherwise, "
@@ -483,7 +509,14 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   o.loss.kl = grpo::parse_kl_estimator(*s.kl_estimator);
   o.loss.entropy_coef = *s.entropy_coef;
   grpo::select_policy_loss(o.loss, *s.policy_loss);
-  grpo::select_advantage_estimator(o.advantage, s.advantage);  // a built-in or a registered estimator
+  grpo::train::select_advantage(o, s.advantage);  // a token-level, built-in group or registered estimator
+  o.token_advantage.gamma = s.gamma;
+  o.token_advantage.handle_zero_tail = s.otb_handle_zero_tail;
+  o.kl_in_reward = {.control = {.type = grpo::train::parse_kl_control(s.kl_in_reward_control),
+                                .beta = s.kl_in_reward_coef,
+                                .target = s.kl_in_reward_target,
+                                .horizon = s.kl_in_reward_horizon},
+                    .estimator = grpo::parse_kl_estimator(s.kl_in_reward_estimator).estimator};
   o.kl = {.type = grpo::train::parse_kl_control(s.kl_control), .beta = *s.beta, .target = s.kl_target,
           .horizon = s.kl_horizon};
   if (s.rollout_is != "none") {

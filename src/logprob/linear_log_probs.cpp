@@ -30,14 +30,22 @@ torch::Tensor chunk_logits(const Saved& s, torch::Tensor& buffer, int64_t start,
   return z.unsqueeze(0);
 }
 
-detail::RowStats linear_forward(const Saved& s, bool with_entropy) {
+/// The forward's per-row results, and Σ softmax² per row when asked (undefined otherwise).
+struct LinearForward {
+  detail::RowStats stats;
+  torch::Tensor sum_pi_squared;
+};
+
+LinearForward linear_forward(const Saved& s, bool with_entropy, bool with_sum_pi_squared) {
   const int64_t n = s.hidden.size(0), vocab = s.weight.size(0);
   const auto opts = s.hidden.options().dtype(detail::log_prob_compute_dtype(s.hidden));
-  detail::RowStats out;
+  LinearForward result;
+  detail::RowStats& out = result.stats;
   out.log_probs = torch::empty({n}, opts);
   out.lse = torch::empty({n}, opts);
   if (with_entropy) out.entropy = torch::empty({n}, opts);
-  if (n == 0) return out;
+  if (with_sum_pi_squared) result.sum_pi_squared = torch::empty({n}, opts);
+  if (n == 0) return result;
   auto buffer = torch::empty({std::min(s.chunk_rows, n), vocab}, s.hidden.options());
   for (int64_t start = 0; start < n; start += s.chunk_rows) {
     const int64_t rows = std::min(s.chunk_rows, n - start);
@@ -46,8 +54,12 @@ detail::RowStats linear_forward(const Saved& s, bool with_entropy) {
     out.log_probs.narrow(0, start, rows).copy_(part.log_probs);
     out.lse.narrow(0, start, rows).copy_(part.lse);
     if (with_entropy) out.entropy.narrow(0, start, rows).copy_(part.entropy);
+    if (with_sum_pi_squared) {  // Σ exp(2·(z/τ − lse)), in the compute dtype
+      const auto log_p = z.squeeze(0).to(opts.dtype()).div(s.temperature).sub(part.lse.unsqueeze(1));
+      result.sum_pi_squared.narrow(0, start, rows).copy_(log_p.mul(2.0).exp().sum(1));
+    }
   }
-  return out;
+  return result;
 }
 
 struct LinearGrads {
@@ -101,14 +113,22 @@ class LinearLogProbFunction : public torch::autograd::Function<LinearLogProbFunc
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                                 const torch::Tensor& weight, const torch::Tensor& ids,
-                                                double temperature, int64_t chunk_rows, bool with_entropy) {
+                                                double temperature, int64_t chunk_rows, bool with_entropy,
+                                                bool with_sum_pi_squared) {
     Saved s{hidden, weight, ids, {}, temperature, chunk_rows};
-    auto stats = linear_forward(s, with_entropy);
+    auto forward = linear_forward(s, with_entropy, with_sum_pi_squared);
+    const detail::RowStats& stats = forward.stats;
     ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["chunk_rows"] = chunk_rows;
+    ctx->saved_data["with_entropy"] = with_entropy;
     ctx->save_for_backward({hidden, weight, ids, stats.lse, with_entropy ? stats.entropy : torch::Tensor()});
-    if (with_entropy) return {stats.log_probs, stats.entropy};
-    return {stats.log_probs};
+    torch::autograd::variable_list outputs{stats.log_probs};
+    if (with_entropy) outputs.push_back(stats.entropy);
+    if (with_sum_pi_squared) {
+      ctx->mark_non_differentiable({forward.sum_pi_squared});
+      outputs.push_back(forward.sum_pi_squared);
+    }
+    return outputs;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -116,9 +136,10 @@ class LinearLogProbFunction : public torch::autograd::Function<LinearLogProbFunc
     auto saved = ctx->get_saved_variables();
     Saved s{saved[0], saved[1], saved[2], {torch::Tensor(), saved[3], saved[4]},
             ctx->saved_data["temperature"].toDouble(), ctx->saved_data["chunk_rows"].toInt()};
-    auto grad_entropy = grad_outputs.size() > 1 ? grad_outputs[1] : torch::Tensor();
+    auto grad_entropy = ctx->saved_data["with_entropy"].toBool() ? grad_outputs[1] : torch::Tensor();
     auto grads = linear_backward(s, grad_outputs[0], grad_entropy, ctx->needs_input_grad(0), ctx->needs_input_grad(1));
-    return {grads.hidden, grads.weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {grads.hidden,     grads.weight,     torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -152,10 +173,11 @@ TokenLogProbs linear_token_log_probs(const torch::Tensor& hidden, const torch::T
   const int64_t chunk_rows = linear_log_prob_chunk_rows(options, weight.size(0), hidden.element_size());
   auto outs = LinearLogProbFunction::apply(hidden.reshape({-1, hidden.size(-1)}).contiguous(), weight.contiguous(),
                                            ids.reshape({-1}).contiguous(), options.temperature, chunk_rows,
-                                           options.with_entropy);
+                                           options.with_entropy, options.with_sum_pi_squared);
   TokenLogProbs result;
   result.log_probs = outs[0].view(lead);
   if (options.with_entropy) result.entropy = outs[1].view(lead);
+  if (options.with_sum_pi_squared) result.sum_pi_squared = outs.back().view(lead);
   return result;
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 namespace grpo::train {
 
@@ -104,8 +105,30 @@ void GrpoTrainerOptions::validate() const {
   sampling.validate();
   kl.validate();
   advantage.validate();
+  token_advantage.validate();
+  try {
+    kl_in_reward.control.validate();
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("kl_in_reward (KL in the reward; beta is its coef): {}", e.what()));
+  }
   step_loss_options(loss, kl.beta, loss.entropy_coef, sampling.max_new_tokens).validate();
   (void)EntropyController(loss.entropy_coef, adaptive_entropy);  // validates the adaptive settings
+}
+
+void select_advantage(GrpoTrainerOptions& options, std::string_view name) {
+  if (const auto token = find_token_advantage_estimator(name)) {
+    options.token_advantage.estimator = *token;
+    options.advantage = GroupAdvantageOptions{};
+    return;
+  }
+  try {
+    select_advantage_estimator(options.advantage, name);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}; token-level: reinforce_pp (reinforce_plus_plus), remax, optimal_token_baseline "
+                                  "(otb)",
+                                  e.what()));
+  }
+  options.token_advantage.estimator = TokenAdvantageEstimator::none;
 }
 
 Scalars EvaluationReport::scalars() const {
@@ -129,12 +152,12 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
       advantage_(options_.advantage),
       optimizer_(model_->parameters(),
                  torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay)),
-      context_(stages_of(options_)), kl_(options_.kl),
+      context_(stages_of(options_)), kl_(options_.kl), reward_kl_(options_.kl_in_reward.control),
       entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
       lr_schedule_{.base_lr = options_.learning_rate, .warmup_steps = options_.warmup_steps,
                    .total_steps = options_.steps, .decay = options_.lr_decay} {
   broadcast_parameters(group_, *model_);  // every rank starts from rank 0's weights
-  if (options_.kl.beta > 0.0) reference_ = policy_.frozen_copy();
+  if (options_.kl.beta > 0.0 || options_.kl_in_reward.enabled()) reference_ = policy_.frozen_copy();
   // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
   synced_reference_ = reference_ && options_.ref_sync_every > 0;
 }
@@ -293,12 +316,119 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   if (dynamic_sampling) out.sampling_metrics = collector.metrics();
   out.sampled_lengths = torch::cat(lengths);
   out.sampled_truncated = torch::cat(truncation);
+  if (out.train && out.rows() > 0) {
+    add_greedy_baselines(out);
+    add_log_probs(out);
+  }
   return out;
+}
+
+void GrpoTrainer::add_log_probs(StepBatch& batch) {
+  const bool otb = options_.token_advantage.estimator == TokenAdvantageEstimator::optimal_token_baseline;
+  const bool needs_old = options_.mu > 1 || !options_.loss.rollout_rejection.empty() ||
+                         options_.kl_in_reward.enabled() || otb;
+  torch::NoGradGuard no_grad;
+  if (needs_old) {
+    auto old = policy_.token_log_probs(batch.rollout, /*with_entropy=*/false, /*with_sum_pi_squared=*/otb);
+    batch.old_log_probs = old.log_probs;
+    batch.sum_pi_squared = old.sum_pi_squared;
+  }
+  if (reference_) batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs;
+}
+
+void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
+  if (options_.token_advantage.estimator != TokenAdvantageEstimator::remax) return;
+  // verl remax: one greedy (do_sample=False) completion per prompt, scored by the same reward, is the baseline of
+  // every completion of that prompt.
+  const ContextStage& stage = context_.current();
+  SamplerOptions sampling = options_.sampling;
+  sampling.temperature = 0.0;
+  sampling.max_new_tokens = stage.max_new_tokens;
+  sampling.eos_token_ids = prompts_.eos_token_ids();
+  sampling.pad_token_id = prompts_.pad_token_id();
+  Rollout greedy;
+  {
+    torch::NoGradGuard no_grad;
+    greedy = Sampler(sampling).generate(model_, prompt_ids(batch.problems), 1);
+  }
+  const std::vector<Completion> completions = completions_of(greedy, batch.problems, 1);
+  scorer_.clear();
+  StepScores scores = scorer_.score(completions);
+  if (stage.overlong_buffer > 0) add_overlong_penalty(scores, completions, stage);
+  std::vector<double> baselines(static_cast<std::size_t>(batch.rows()));
+  double sum = 0.0, judged = 0.0;
+  for (std::size_t b = 0; b < baselines.size(); ++b) {
+    const auto& total = scores.total[b / static_cast<std::size_t>(batch.group_size)];
+    baselines[b] = total ? static_cast<double>(*total) : std::numeric_limits<double>::quiet_NaN();
+  }
+  for (const auto& total : scores.total) {
+    if (!total) continue;
+    sum += *total;
+    judged += 1.0;
+  }
+  batch.greedy_baselines = torch::tensor(baselines, torch::kFloat64);
+  batch.score_metrics.push_back({"rewards/greedy_baseline/mean", judged > 0 ? sum / judged : 0.0,
+                                 MetricReduction::weighted_mean, judged});
+}
+
+torch::Tensor GrpoTrainer::reward_kl(const StepBatch& batch) const {
+  const torch::Tensor valid = batch.rollout.completion_mask != 0;
+  KlOptions estimator;
+  estimator.estimator = options_.kl_in_reward.estimator;
+  return kl_penalty(batch.old_log_probs.to(torch::kFloat64), batch.ref_log_probs.to(torch::kFloat64), estimator)
+      .masked_fill(~valid, 0.0);
 }
 
 AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   if (batch.rows() == 0) return {};
-  return advantage_(torch::tensor(rewards::with_nan(batch.totals)).view({batch.rows() / batch.group_size, batch.group_size}));
+  const std::int64_t groups = batch.rows() / batch.group_size;
+  const torch::Tensor totals = torch::tensor(rewards::with_nan(batch.totals)).to(torch::kFloat64);
+  // A step that does not train needs only the logged group statistics.
+  if (!batch.train) return advantage_(totals.view({groups, batch.group_size}));
+  const TokenAdvantageOptions& token = options_.token_advantage;
+  const bool kl_in_reward = options_.kl_in_reward.enabled();
+  const bool otb = token.estimator == TokenAdvantageEstimator::optimal_token_baseline;
+  GRPO_CHECK(!(kl_in_reward || otb) || (batch.old_log_probs.defined() && batch.old_log_probs.sizes() ==
+                                                                              batch.rollout.completion_mask.sizes()),
+             "GrpoTrainer::advantages: {} needs the batch's old_log_probs [rows, T] (collect_groups computes them)",
+             kl_in_reward ? "KL in the reward" : "optimal_token_baseline");
+  GRPO_CHECK(!kl_in_reward || batch.ref_log_probs.defined(),
+             "GrpoTrainer::advantages: KL in the reward needs the batch's ref_log_probs (collect_groups computes them)");
+  GRPO_CHECK(!otb || batch.sum_pi_squared.defined(),
+             "GrpoTrainer::advantages: optimal_token_baseline needs the batch's sum_pi_squared (collect_groups computes "
+             "it)");
+  GRPO_CHECK(token.estimator != TokenAdvantageEstimator::remax ||
+                 (batch.greedy_baselines.defined() && batch.greedy_baselines.numel() == batch.rows()),
+             "GrpoTrainer::advantages: remax needs the batch's greedy_baselines [rows] (collect_groups computes them)");
+  const double beta = reward_kl_.beta();
+  const torch::Tensor kl = kl_in_reward ? reward_kl(batch) : torch::Tensor();
+  // Group-relative: the sequence reward, less β_r·Σ_t KL_t with KL in the reward (the sum of the token rewards).
+  const torch::Tensor sequence_rewards = kl_in_reward ? totals - beta * kl.sum(1) : totals;
+  AdvantageOutput out = advantage_(sequence_rewards.view({groups, batch.group_size}));
+  if (token.estimator == TokenAdvantageEstimator::none) return out;
+
+  // Token-level: completions without a total (or, for ReMax, without a baseline) take no part and get 0.
+  torch::Tensor scored = totals.isfinite();
+  if (token.estimator == TokenAdvantageEstimator::remax) scored = scored & batch.greedy_baselines.isfinite();
+  const torch::Tensor mask = (batch.rollout.completion_mask != 0) & scored.unsqueeze(1);
+  torch::Tensor rewards = outcome_token_rewards(totals.nan_to_num(0.0), mask);
+  if (kl_in_reward) rewards = kl_shaped_token_rewards(rewards, kl, mask, beta);
+  switch (token.estimator) {
+    case TokenAdvantageEstimator::reinforce_pp:
+      out.advantages = reinforce_pp_advantages(rewards, mask, token.gamma);
+      break;
+    case TokenAdvantageEstimator::remax:
+      out.advantages = remax_advantages(rewards, batch.greedy_baselines.nan_to_num(0.0), mask);
+      break;
+    case TokenAdvantageEstimator::optimal_token_baseline:
+      out.advantages = optimal_token_baseline_advantages(
+          rewards, mask, torch::arange(batch.rows(), torch::kLong).div(batch.group_size, "floor"), batch.old_log_probs,
+          batch.sum_pi_squared, {}, {.handle_zero_tail = token.handle_zero_tail});
+      break;
+    case TokenAdvantageEstimator::none:
+      break;
+  }
+  return out;
 }
 
 UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageOutput& adv) {
@@ -311,21 +441,17 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       stage.mask_truncated ? truncated_completion_mask(rollout.completion_mask, rollout.truncated) : rollout.completion_mask;
   torch::Tensor kept_mask = loss_mask;  // ... and without the tokens rollout rejection drops
 
-  // Old and reference log-probs (no grad), when μ > 1, rollout rejection (verl compares the old log-probs with the
-  // sampler's) and β > 0 need them.
+  // The loss takes the old log-probs (from collect_groups' log-prob pass) when μ > 1 and for rollout rejection
+  // (verl compares the old log-probs with the sampler's); the reference's when there is a reference.
   const bool rejection = !options_.loss.rollout_rejection.empty();
   const bool needs_old = options_.mu > 1 || rejection;
-  torch::Tensor old_log_probs, ref_log_probs;
-  if (batch.train && rows > 0) {
-    torch::NoGradGuard no_grad;
-    if (needs_old) old_log_probs = policy_.token_log_probs(rollout).log_probs;
-    if (reference_) ref_log_probs = reference_->token_log_probs(rollout).log_probs;
+  const torch::Tensor& old_log_probs = batch.old_log_probs;
+  const torch::Tensor& ref_log_probs = batch.ref_log_probs;
+  if (batch.train && rows > 0 && rejection) {
     // Rejected tokens do not count in the normaliser (verl's modified response mask); GrpoLoss, given the mask
     // before rejection and the same old and sampler log-probs, rejects the same tokens and weighs the others on it.
-    if (rejection) {
-      kept_mask = rollout_rejection_mask(old_log_probs, rollout.sampler_log_probs, loss_mask,
-                                         options_.loss.rollout_rejection);
-    }
+    kept_mask = rollout_rejection_mask(old_log_probs, rollout.sampler_log_probs, loss_mask,
+                                       options_.loss.rollout_rejection);
   }
   out.beta = kl_.beta();
   out.entropy_coef = entropy_.coef();
@@ -432,14 +558,34 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
   report.seconds = seconds;
   report.batch = &batch;
   report.advantages = &adv;
+  // KL in the reward: the KL that shaped this step's rewards (mean over sequences of the token-mean KL, over every
+  // rank) and the β_r that weighed it; the measurement moves an adaptive β_r for the next step.
+  const double sequences = group_.all_reduce(static_cast<double>(batch.rows()));
+  std::optional<double> reward_kl_measured;
+  if (options_.kl_in_reward.enabled()) {
+    double kl_sum = 0.0, kl_rows = 0.0;
+    if (batch.train && batch.rows() > 0) {
+      const torch::Tensor tokens = (batch.rollout.completion_mask != 0).sum(1).to(torch::kFloat64);
+      const torch::Tensor measured = tokens > 0;
+      kl_sum = (reward_kl(batch).sum(1) / tokens.clamp_min(1.0)).masked_select(measured).sum().item<double>();
+      kl_rows = measured.sum().item<double>();
+    }
+    kl_sum = group_.all_reduce(kl_sum);
+    kl_rows = group_.all_reduce(kl_rows);
+    if (kl_rows > 0) {
+      reward_kl_measured = kl_sum / kl_rows;
+      values.push_back({"actor/reward_kl_penalty", *reward_kl_measured, MetricReduction::max, 1.0});
+    }
+    values.push_back({"actor/reward_kl_penalty_coeff", reward_kl_.beta(), MetricReduction::max, 1.0});
+  }
   report.scalars = reduce_metrics(group_, values);
   report.by_name = std::map<std::string, double>(report.scalars.begin(), report.scalars.end());
   if (batch.train && !stage_metrics_checked_) check_stage_metrics(report.by_name);
   // Adaptive KL: the step's measured KL (token mean over every rank) sets β for the next step.
-  const double sequences = group_.all_reduce(static_cast<double>(batch.rows()));
   if (const auto kl = report.by_name.find("kl"); kl != report.by_name.end()) {
     kl_.update(kl->second, static_cast<std::int64_t>(sequences));
   }
+  if (reward_kl_measured) reward_kl_.update(*reward_kl_measured, static_cast<std::int64_t>(sequences));
   for (const auto& callback : callbacks_) callback->on_step_end(*this, report);
   // A metric-triggered context stage starts with the next step.
   if (const auto change = context_.end_step(batch.step, report.by_name)) {
@@ -515,6 +661,7 @@ std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkp
   state.seed = options_.seed;
   state.values = context_.state_values();
   state.values["kl_coef"] = kl_.beta();
+  if (options_.kl_in_reward.enabled()) state.values["reward_kl_coef"] = reward_kl_.beta();
   state.values["entropy_coef"] = entropy_.coef();
   // +inf (nothing measured yet) is left out: the checkpoint's values are JSON numbers.
   if (std::isfinite(entropy_.last_entropy())) state.values["entropy/last"] = entropy_.last_entropy();
@@ -535,6 +682,10 @@ std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
   if (const auto beta = state.values.find("kl_coef");
       beta != state.values.end() && kl_.options().type == KlControl::adaptive) {
     kl_.restore(beta->second);
+  }
+  if (const auto beta = state.values.find("reward_kl_coef");
+      beta != state.values.end() && reward_kl_.options().type == KlControl::adaptive) {
+    reward_kl_.restore(beta->second);
   }
   // An adaptive entropy coefficient continues where it was; a fixed one is the options'.
   if (const auto coef = state.values.find("entropy_coef"); coef != state.values.end() && entropy_.adaptive()) {

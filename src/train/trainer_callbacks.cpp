@@ -38,8 +38,13 @@ void CompletionLog::on_step_end(const GrpoTrainer& trainer, const StepReport& re
   std::vector<CompletionRecord> records;
   for (std::size_t b = 0; b < batch.completions.size() && static_cast<std::int64_t>(b) < per_step_; ++b) {
     const auto& completion = batch.completions[b];
+    // A token-level estimator's advantages are [rows, T]: its first token's is the whole completion's return less
+    // the baseline.
+    const torch::Tensor advantage = report.advantages->advantages[static_cast<std::int64_t>(b)];
     records.push_back({completion.prompt, completion.text, batch.reward_values[b],
-                       report.advantages->advantages[static_cast<std::int64_t>(b)].item<double>(),
+                       advantage.dim() == 0 ? advantage.item<double>()
+                       : advantage.numel() > 0 ? advantage[0].item<double>()
+                                               : 0.0,
                        trainer.scorer().per_domain() ? names[batch.problems[completion.group].domain] : std::string()});
   }
   table_.write(report.step, records);

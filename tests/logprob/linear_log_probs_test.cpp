@@ -13,7 +13,7 @@ namespace {
 
 /// log softmax(h·Wᵀ/temperature)[y] and the entropy per row, by plain double loops (logits never formed as a tensor).
 struct Expected {
-  torch::Tensor log_probs, entropy;
+  torch::Tensor log_probs, entropy, sum_pi_squared;
 };
 Expected by_hand(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& ids,
                  double temperature) {
@@ -22,7 +22,7 @@ Expected by_hand(const torch::Tensor& hidden, const torch::Tensor& weight, const
   const int64_t n = h.size(0), dim = h.size(1), vocab = w.size(0);
   const double* hp = h.data_ptr<double>();
   const double* wp = w.data_ptr<double>();
-  Expected e{torch::empty({n}, torch::kFloat64), torch::empty({n}, torch::kFloat64)};
+  Expected e{torch::empty({n}, torch::kFloat64), torch::empty({n}, torch::kFloat64), torch::empty({n}, torch::kFloat64)};
   std::vector<double> z(static_cast<size_t>(vocab));
   for (int64_t r = 0; r < n; ++r) {
     double m = -INFINITY;
@@ -35,8 +35,12 @@ Expected by_hand(const torch::Tensor& hidden, const torch::Tensor& weight, const
     double s = 0;
     for (int64_t v = 0; v < vocab; ++v) s += std::exp(z[v] - m);
     const double lse = m + std::log(s);
-    double ent = 0;
-    for (int64_t v = 0; v < vocab; ++v) ent -= std::exp(z[v] - lse) * (z[v] - lse);
+    double ent = 0, squares = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      ent -= std::exp(z[v] - lse) * (z[v] - lse);
+      squares += std::exp(z[v] - lse) * std::exp(z[v] - lse);
+    }
+    e.sum_pi_squared[r] = squares;
     e.log_probs[r] = z[ids[r].item<int64_t>()] - lse;
     e.entropy[r] = ent;
   }
@@ -65,6 +69,38 @@ TEST_CASE("linear_token_log_probs matches a double loop for any chunk size, temp
   auto out = grpo::linear_token_log_probs(hidden.narrow(0, 0, 6).view({2, 3, 5}), weight, ids.narrow(0, 0, 6).view({2, 3}));
   GRPO_REQUIRE_CLOSE(out.log_probs, by_hand(hidden, weight, ids, 1.0).log_probs.narrow(0, 0, 6).view({2, 3}), 1e-12,
                      1e-12);
+}
+
+TEST_CASE("linear_token_log_probs: Σ softmax² per row equals a double loop, and asking for it changes no gradient",
+          "[logprob][linear]") {
+  torch::manual_seed(12);
+  auto hidden = torch::randn({7, 5}, torch::kFloat64).mul(3.0);
+  auto weight = torch::randn({37, 5}, torch::kFloat64);
+  auto ids = torch::randint(0, 37, {7}, torch::kInt64);
+  for (const bool entropy : {false, true}) {
+    for (int64_t chunk : {0, 2, 3}) {
+      const auto expected = by_hand(hidden, weight, ids, 0.7);
+      const auto out = grpo::linear_token_log_probs(
+          hidden, weight, ids, {.temperature = 0.7, .chunk_rows = chunk, .with_entropy = entropy, .with_sum_pi_squared = true});
+      GRPO_REQUIRE_CLOSE(out.sum_pi_squared, expected.sum_pi_squared, 1e-12, 1e-12);
+      GRPO_REQUIRE_CLOSE(out.log_probs, expected.log_probs, 1e-12, 1e-12);
+      if (entropy) GRPO_REQUIRE_CLOSE(out.entropy, expected.entropy, 1e-12, 1e-12);
+    }
+  }
+  // float32: computed in float32 from each chunk, within float rounding of the float64 loop.
+  const auto f32 = grpo::linear_token_log_probs(hidden.to(torch::kFloat32), weight.to(torch::kFloat32), ids,
+                                                {.chunk_rows = 3, .with_sum_pi_squared = true});
+  GRPO_REQUIRE_CLOSE(f32.sum_pi_squared.to(torch::kFloat64), by_hand(hidden, weight, ids, 1.0).sum_pi_squared, 1e-5,
+                     1e-6);
+  // The same gradients with and without it (it has none of its own).
+  auto grads = [&](bool with_squares) {
+    auto h = hidden.clone().requires_grad_(true);
+    auto out = grpo::linear_token_log_probs(h, weight, ids, {.chunk_rows = 2, .with_sum_pi_squared = with_squares});
+    CHECK(!(with_squares && out.sum_pi_squared.requires_grad()));
+    out.log_probs.sum().backward();
+    return h.grad();
+  };
+  GRPO_REQUIRE_CLOSE(grads(true), grads(false), 0.0, 0.0);
 }
 
 TEST_CASE("linear_token_log_probs gradients (hidden and weight) equal finite differences in float64",

@@ -18,5 +18,6 @@ check() {
   echo "check_learning_controls: '$spec' fails with --lr 0 at $threshold"
 }
 check "r1_zero tiny task: GRPO lifts held-out accuracy*" "CHECK( after >= 0.9 )"
+check "r1_zero tiny task: ReMax (each prompt's greedy completion as the baseline) lifts held-out accuracy" "CHECK( after >= 0.9 )"
 check "r1_zero on two ranks learns the tiny task" "CHECK( metrics.at(160).at(\"eval/mean_accuracy\") >= 0.8 )"
 check "sft example: cold-start SFT lowers the held-out NLL*" "CHECK( after < 0.6 * unigram )"

@@ -16,6 +16,7 @@
 // LossInputs::advantages. Masked positions of the inputs never reach a result (they may hold −inf or NaN).
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
 
@@ -24,10 +25,56 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 namespace grpo {
+
+/// The token-level estimators a trainer can schedule instead of a group-relative one (GroupAdvantage).
+enum class TokenAdvantageEstimator {
+  none,                    ///< no token-level estimator: the sequence rewards go to GroupAdvantage
+  reinforce_pp,            ///< reinforce_pp_advantages (verl adv_estimator=reinforce_plus_plus)
+  remax,                   ///< remax_advantages, the baseline from a greedy completion per prompt (verl remax)
+  optimal_token_baseline,  ///< optimal_token_baseline_advantages (verl optimal_token_baseline; alias "otb")
+};
+
+/// Options of the token-level estimator a trainer runs.
+struct TokenAdvantageOptions {
+  TokenAdvantageEstimator estimator = TokenAdvantageEstimator::none;
+  double gamma = 1.0;  ///< reinforce_pp's discount (verl algorithm.gamma, default 1)
+  /// optimal_token_baseline: verl's handle_zero_tail (see OptimalTokenBaselineOptions).
+  bool handle_zero_tail = false;
+
+  /// ConfigError naming the field: gamma outside [0, 1].
+  void validate() const {
+    GRPO_CHECK_CONFIG(gamma >= 0.0 && gamma <= 1.0, "advantage gamma must be in [0, 1], got {}", gamma);
+  }
+};
+
+namespace detail {
+/// `none` has no name: it is what a group-relative estimator's name selects.
+inline constexpr EnumNames<TokenAdvantageEstimator, 5> kTokenAdvantageEstimatorNames{{
+    {TokenAdvantageEstimator::reinforce_pp, "reinforce_pp"},
+    {TokenAdvantageEstimator::reinforce_pp, "reinforce_plus_plus"},
+    {TokenAdvantageEstimator::remax, "remax"},
+    {TokenAdvantageEstimator::optimal_token_baseline, "optimal_token_baseline"},
+    {TokenAdvantageEstimator::optimal_token_baseline, "otb"},
+}};
+static_assert(names_are_unique(kTokenAdvantageEstimatorNames));
+}  // namespace detail
+
+/// "reinforce_pp", "remax", "optimal_token_baseline" as written in configs ("none" for none).
+inline std::string_view to_string(TokenAdvantageEstimator value) {
+  if (value == TokenAdvantageEstimator::none) return "none";
+  return detail::enum_name(value, detail::kTokenAdvantageEstimatorNames);
+}
+
+/// The token-level estimator called `name` (verl's spellings reinforce_plus_plus and otb included), or nullopt when
+/// `name` names none (it may name a group-relative estimator).
+inline std::optional<TokenAdvantageEstimator> find_token_advantage_estimator(std::string_view name) {
+  return detail::find_enum(name, detail::kTokenAdvantageEstimatorNames);
+}
 
 namespace detail {
 /// t as float64 with masked positions replaced by 0; [B, T] like mask.

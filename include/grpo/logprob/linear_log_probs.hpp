@@ -31,9 +31,13 @@ struct LinearLogProbOptions {
   int64_t chunk_rows = 0;
   /// Also return the per-token entropy (differentiable).
   bool with_entropy = false;
+  /// Also return Σ_v softmax(z)_v² per token (no gradient; the optimal token baseline's weights need it), computed
+  /// from each chunk of logits while it is alive: one more exp per logit.
+  bool with_sum_pi_squared = false;
 };
 
-/// log softmax(h·Wᵀ / temperature) gathered at ids, and optionally the entropy, without materialising the logits.
+/// log softmax(h·Wᵀ / temperature) gathered at ids, and optionally the entropy and Σ softmax², without materialising
+/// the logits.
 /// hidden [B, T, H] or [N, H]; weight [V, H] of the same floating dtype (the lm_head weight; the embedding matrix
 /// when tied); ids of hidden's leading shape, int64 in [0, V). Results have ids' shape, float32 (float64 for
 /// float64 inputs). Differentiable with respect to hidden and weight (either may not require grad); under

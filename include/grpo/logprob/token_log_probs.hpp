@@ -33,11 +33,13 @@ struct TokenLogProbOptions {
   bool overwrite_logits_in_backward = false;
 };
 
-/// Result of token_log_probs: log_probs [B, T]; entropy [B, T] when requested, else undefined.
-/// Both are float32 for float32/bfloat16/float16 logits (computed in fp32) and float64 for float64 logits.
+/// Result of token_log_probs: log_probs [B, T]; entropy [B, T] when requested, else undefined; sum_pi_squared
+/// [B, T] (Σ_v softmax(z)_v², no gradient) when a producer that offers it was asked for it, else undefined.
+/// All are float32 for float32/bfloat16/float16 logits (computed in fp32) and float64 for float64 logits.
 struct TokenLogProbs {
   torch::Tensor log_probs;
   torch::Tensor entropy;
+  torch::Tensor sum_pi_squared;
 };
 
 /// log softmax(logits / temperature) gathered at ids, fused (one pass per row), with a memory-bounded backward.

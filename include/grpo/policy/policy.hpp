@@ -57,15 +57,16 @@ class Policy {
   const ModelType& model() const { return model_; }
   const PolicyOptions& options() const { return options_; }
 
-  /// log p(completion token | prefix) [B, Tc] (and entropy [B, Tc] when asked), with grad unless under NoGradGuard.
+  /// log p(completion token | prefix) [B, Tc] (and entropy [B, Tc] when asked), with grad unless under NoGradGuard;
+  /// with_sum_pi_squared adds Σ_v p_v² [B, Tc] (no gradient; the optimal token baseline's weights).
   /// The logit at position Tp + t − 1 predicts completion token t. Padded completion positions get finite values
   /// that the caller masks with rollout.completion_mask.
-  TokenLogProbs token_log_probs(const Rollout& rollout, bool with_entropy = false) {
+  TokenLogProbs token_log_probs(const Rollout& rollout, bool with_entropy = false, bool with_sum_pi_squared = false) {
     check_rollout(rollout);
     const int64_t batch = rollout.batch_size(), tp = rollout.prompt_length(), tc = rollout.completion_length();
     const int64_t chunk = options_.chunk_sequences > 0 ? options_.chunk_sequences : std::max<int64_t>(batch, 1);
     const auto ids = rollout.input_ids(), mask = rollout.attention_mask();
-    std::vector<torch::Tensor> log_probs, entropies;
+    std::vector<torch::Tensor> log_probs, entropies, sums_pi_squared;
     for (int64_t start = 0; start < batch; start += chunk) {
       const int64_t rows = std::min(chunk, batch - start);
       auto chunk_ids = ids.narrow(0, start, rows), chunk_mask = mask.narrow(0, start, rows);
@@ -76,18 +77,26 @@ class Policy {
         out = linear_token_log_probs(hidden, model_->lm_head_weight(), completion_ids,
                                      {.temperature = options_.temperature,
                                       .chunk_rows = options_.chunk_rows,
-                                      .with_entropy = with_entropy});
+                                      .with_entropy = with_entropy,
+                                      .with_sum_pi_squared = with_sum_pi_squared});
       } else {
         auto logits = model_->forward(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
         out = grpo::token_log_probs(logits, completion_ids,
                                     {.temperature = options_.temperature, .with_entropy = with_entropy});
+        if (with_sum_pi_squared) {
+          torch::NoGradGuard no_grad;
+          const auto dtype = out.log_probs.scalar_type();
+          out.sum_pi_squared = torch::softmax(logits.detach().to(dtype) / options_.temperature, -1).square().sum(-1);
+        }
       }
       log_probs.push_back(out.log_probs);
       if (with_entropy) entropies.push_back(out.entropy);
+      if (with_sum_pi_squared) sums_pi_squared.push_back(out.sum_pi_squared);
     }
     TokenLogProbs result;
     result.log_probs = torch::cat(log_probs, 0);
     if (with_entropy) result.entropy = torch::cat(entropies, 0);
+    if (with_sum_pi_squared) result.sum_pi_squared = torch::cat(sums_pi_squared, 0);
     return result;
   }
 

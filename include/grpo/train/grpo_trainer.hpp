@@ -6,11 +6,15 @@
 //   collect_groups(step)    rounds of prompts from the PromptSource → G completions each (this rank's shard, in
 //                           chunks, scored by the StepScorer, overlapped with sampling when the scorer prefetches) →
 //                           pass rates to the source → DAPO dynamic sampling keeps groups with reward spread
-//   advantages(batch)       group-relative advantages of the kept groups
+//                           → the log-prob pass: the rollout policy's and the reference's log-probs of the kept
+//                           completions, when anything needs them (μ > 1, rollout rejection, KL in the reward, the
+//                           optimal token baseline, β > 0), and ReMax's greedy completion per prompt
+//   advantages(batch)       group-relative advantages of the kept groups, or a token-level estimator's; with KL in
+//                           the reward, on the KL-shaped rewards
 //   policy_update(...)      μ passes × micro-batches with the whole (all ranks') batch's normaliser, gradient
 //                           all-reduce, clipping, AdamW, TR-DPO reference sync
-//   finish_step(...)        step metrics reduced over ranks (TRL/verl names), adaptive KL, metric-triggered stage
-//                           switches, on_step_end callbacks
+//   finish_step(...)        step metrics reduced over ranks (TRL/verl names), adaptive KL (of the loss term and of
+//                           the reward), metric-triggered stage switches, on_step_end callbacks
 //
 // step(step) runs the five in order. evaluate(step) samples the held-out problems and grades them by the scorer's
 // correctness rule (the one training and the pass-rate filter use); save/restore write and read a checkpoint with
@@ -26,6 +30,8 @@
 #pragma once
 
 #include <grpo/advantage/group_advantage.hpp>
+#include <grpo/advantage/token_advantages.hpp>
+#include <grpo/kl/kl_penalty.hpp>
 #include <grpo/loss/grpo_loss.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/policy/policy.hpp>
@@ -55,6 +61,21 @@
 
 namespace grpo::train {
 
+/// KL in the reward (verl algorithm.use_kl_in_reward with kl_ctrl and kl_penalty; ROLL add_token_level_kl with
+/// init_kl_coef, target_kl and kl_horizon; TRL RLOO's β·KL in the reward): every completion token's reward gets
+/// −β_r·KL_t, KL_t the estimator on the rollout policy's log-probs (the old ones, before this step's update) against
+/// the reference's. A token-level estimator takes these token rewards; a group-relative one takes their sum,
+/// total − β_r·Σ_t KL_t, as verl's grpo and rloo sum the token rewards. With adaptive control β_r moves after each
+/// step by kl_controller.hpp's rule, the measured KL being the mean over sequences of each sequence's token-mean KL
+/// (verl and ROLL apply_kl_penalty); sequences without tokens are left out of that mean (verl and ROLL count them as
+/// 0), and a step with none leaves β_r as it was. Independent of the KL loss term (GrpoTrainerOptions::kl).
+struct KlInRewardOptions {
+  KlControllerOptions control;              ///< β_r (0 = off; > 0 builds the frozen reference) and its control
+  KlEstimator estimator = KlEstimator::k1;  ///< verl and ROLL kl_penalty default "kl" (k1)
+
+  bool enabled() const { return control.beta > 0.0; }
+};
+
 struct GrpoTrainerOptions {
   std::int64_t steps = 200;             ///< the run's length: the learning-rate schedule's total
   std::int64_t prompts_per_step = 32;   ///< P: groups one step trains on (over all ranks)
@@ -69,6 +90,13 @@ struct GrpoTrainerOptions {
   /// dr_grpo, its max_completion_length is the stage's limit.
   GrpoLossOptions loss;
   GroupAdvantageOptions advantage;
+  /// A token-level estimator instead of `advantage` (token_advantages.hpp): on the token rewards, each completion's
+  /// total on its last token (minus β_r·KL per token with kl_in_reward). Completions without a total get 0.
+  /// reinforce_pp whitens over this rank's completions; remax generates and scores one greedy completion per prompt
+  /// (scored alone, by the same scorer); optimal_token_baseline computes Σπ² in the log-prob pass. `advantage`
+  /// still gives the logged group statistics (frac_reward_zero_std).
+  TokenAdvantageOptions token_advantage;
+  KlInRewardOptions kl_in_reward;
   /// β and its control (fixed, or adaptive towards a target KL). β > 0 makes a frozen copy of the starting policy the
   /// reference.
   KlControllerOptions kl;
@@ -119,6 +147,12 @@ struct StepBatch {
   std::vector<MetricValue> score_metrics;
   std::vector<std::pair<std::string, double>> sampling_metrics;
   torch::Tensor sampled_lengths, sampled_truncated;
+  /// The log-prob pass, [rows, T] (float32; float64 for a float64 model), undefined unless needed: the rollout
+  /// policy's log-probs before the update (μ > 1, rollout rejection, KL in the reward, the optimal token baseline),
+  /// the reference's (when there is one) and Σ_v π_v² of the rollout policy (the optimal token baseline).
+  torch::Tensor old_log_probs, ref_log_probs, sum_pi_squared;
+  /// ReMax: [rows] float64, the total reward of the greedy completion of each row's prompt (NaN: nothing judged it).
+  torch::Tensor greedy_baselines;
 
   std::int64_t rows() const { return static_cast<std::int64_t>(completions.size()); }
 };
@@ -130,6 +164,11 @@ struct UpdateResult {
   double beta = 0.0;  ///< the KL coefficient the loss used
   double entropy_coef = 0.0;  ///< the entropy-bonus coefficient after this step's update(s) (TRL logs it)
 };
+
+/// Sets `name` as the run's advantage estimator: a token-level one (reinforce_pp, remax, optimal_token_baseline and
+/// their verl spellings) in options.token_advantage, otherwise a group-relative or registered one in options.advantage
+/// (select_advantage_estimator; its ConfigError lists the names). One name, one estimator: the other is reset.
+void select_advantage(GrpoTrainerOptions& options, std::string_view name);
 
 /// What a step did. In callbacks, `batch` and `advantages` point at the step's data (valid during the call); the
 /// report step() and finish_step() return has them null once the step's data is gone (step()) or as the caller's.
@@ -187,6 +226,9 @@ class GrpoTrainer {
   /// Enters the step's context stage (on_stage_switch when it changes) and sets the learning rate.
   void begin_step(std::int64_t step);
   StepBatch collect_groups(std::int64_t step);
+  /// advantages [rows] (group-relative) or [rows, T] float64 (token-level; 0 at masked positions). With KL in the
+  /// reward, the optimal token baseline or ReMax it reads the batch's log-prob pass and greedy baselines (a batch
+  /// collect_groups made has them; grpo::Error otherwise). A batch that does not train gets the plain group ones.
   AdvantageOutput advantages(const StepBatch& batch) const;
   /// Nothing (and no collective) when the step does not train; every rank must agree, which collect_groups ensures.
   UpdateResult policy_update(const StepBatch& batch, const AdvantageOutput& advantages);
@@ -209,6 +251,7 @@ class GrpoTrainer {
   torch::optim::AdamW& optimizer() { return optimizer_; }
   const ContextSchedule& context() const { return context_; }
   const KlController& kl_controller() const { return kl_; }
+  const KlController& reward_kl_controller() const { return reward_kl_; }
   const EntropyController& entropy_controller() const { return entropy_; }
   const StepScorer& scorer() const { return scorer_; }
   const PromptSource& prompts() const { return prompts_; }
@@ -218,6 +261,11 @@ class GrpoTrainer {
   std::vector<rewards::Completion> completions_of(const Rollout& rollout, const std::vector<Problem>& problems,
                                                   std::int64_t group_size) const;
   void check_stage_metrics(const std::map<std::string, double>& logged);
+  /// The log-prob pass and ReMax's greedy baselines of the kept groups (collect_groups' last part).
+  void add_log_probs(StepBatch& batch);
+  void add_greedy_baselines(StepBatch& batch);
+  /// KL in the reward: [rows, T] float64 per-token KL of the batch (0 at masked positions).
+  torch::Tensor reward_kl(const StepBatch& batch) const;
 
   models::CausalLM model_;
   PromptSource& prompts_;
@@ -231,6 +279,7 @@ class GrpoTrainer {
   torch::optim::AdamW optimizer_;
   ContextSchedule context_;
   KlController kl_;
+  KlController reward_kl_;
   EntropyController entropy_;
   LrScheduleOptions lr_schedule_;
   double learning_rate_ = 0.0;  // of the current step

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <grpo/advantage/advantage_registry.hpp>
+#include <grpo/advantage/masked_whiten.hpp>
 #include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
@@ -538,29 +539,19 @@ class GroupAdvantage {
       }
       adv *= static_cast<double>(total) / static_cast<double>(std::max<int64_t>(nonzero, 1));
     } else if (options_.estimator == AdvantageEstimator::reinforce_pp_baseline) {
-      // verl masked_whiten (verl/utils/torch_functional.py): (x − mean)·rsqrt(var_unbiased + 1e-8) over the response
-      // tokens of the batch, its masked_mean dividing by W + 1e-8 (W the token count) and masked_var multiplying by
-      // W/(W − 1); a sequence's advantage is constant over its tokens, so token weighting = weighting by length.
-      double weight_sum = 0.0, weighted = 0.0;
+      // verl masked_whiten over the response tokens of the batch (masked_whiten.hpp): a sequence's advantage is
+      // constant over its tokens, so its weight is its length (1 without lengths); entries outside the batch step
+      // weigh 0 and keep their value.
+      RowMatrixXd weights = RowMatrixXd::Zero(P, G);
       for (Eigen::Index i = 0; i < r.size(); ++i) {
-        if (!in_batch.data()[i]) continue;
-        const double w = lengths ? lengths->data()[i] : 1.0;
-        weight_sum += w;
-        weighted += w * adv.data()[i];
+        if (in_batch.data()[i]) weights.data()[i] = lengths ? lengths->data()[i] : 1.0;
       }
-      const double mean = weighted / (weight_sum + 1e-8);
-      double squares = 0.0;
+      const torch::Tensor whitened = masked_whiten(detail::to_tensor(adv.data(), {P, G}, torch::kFloat64),
+                                                   detail::to_tensor(weights.data(), {P, G}, torch::kFloat64),
+                                                   options_.whiten_eps);
+      const RowMatrixXd result = detail::to_row_matrix(whitened, P, G);
       for (Eigen::Index i = 0; i < r.size(); ++i) {
-        if (!in_batch.data()[i]) continue;
-        const double d = adv.data()[i] - mean;
-        squares += (lengths ? lengths->data()[i] : 1.0) * d * d;
-      }
-      // verl raises when the mask sums to ≤ 1; here one token (or none) has variance 0 and advantage 0.
-      const double variance =
-          weight_sum > 1 ? squares / (weight_sum + 1e-8) * (weight_sum / (weight_sum - 1.0)) : 0.0;
-      const double scale = 1.0 / std::sqrt(variance + options_.whiten_eps);
-      for (Eigen::Index i = 0; i < r.size(); ++i) {
-        if (in_batch.data()[i]) adv.data()[i] = (adv.data()[i] - mean) * scale;
+        if (in_batch.data()[i]) adv.data()[i] = result.data()[i];
       }
     }
     return adv;

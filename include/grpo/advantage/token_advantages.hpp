@@ -16,6 +16,7 @@
 // LossInputs::advantages. Masked positions of the inputs never reach a result (they may hold −inf or NaN).
 #pragma once
 
+#include <grpo/advantage/masked_whiten.hpp>
 #include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
@@ -82,17 +83,6 @@ inline torch::Tensor masked_f64(const torch::Tensor& t, const torch::Tensor& val
   return t.detach().to(torch::kFloat64).masked_fill(~valid, 0.0);
 }
 
-/// verl masked_whiten over every valid entry: (x − mean)·rsqrt(var + 1e-8), mean = Σ m·x / (Σ m + 1e-8), var the
-/// masked mean of the squared deviations times N/(N − 1) (0 when N ≤ 1: verl raises there).
-inline torch::Tensor masked_whiten(const torch::Tensor& x, const torch::Tensor& m) {
-  const double n = m.sum().item<double>();
-  const torch::Tensor mean = (x * m).sum() / (n + 1e-8);
-  const torch::Tensor centered = x - mean;
-  torch::Tensor var = (centered * centered * m).sum() / (n + 1e-8);
-  var = n > 1.0 ? var * (n / (n - 1.0)) : torch::zeros_like(var);
-  return centered * torch::rsqrt(var + 1e-8);
-}
-
 inline void check_token_inputs(const torch::Tensor& values, std::string_view name, const torch::Tensor& mask,
                                std::string_view what) {
   check_dim(values, 2, name, what);
@@ -149,7 +139,7 @@ inline torch::Tensor reinforce_pp_advantages(const torch::Tensor& token_rewards,
     returns.select(1, t).copy_(running);
     running = running * m.select(1, t);  // verl: reset after EOS
   }
-  return detail::masked_whiten(returns, m) * m;
+  return masked_whiten(returns, m) * m;
 }
 
 /// ReMax (Li et al. 2023; verl compute_remax_outcome_advantage): A_t = Σ_{t' ≥ t} m·r_t' − b_i·m_t, baselines [B] the

@@ -191,6 +191,7 @@ std::unique_ptr<grpo::train::MixedPromptSource> data_source(const r1_zero::Setti
   o.dataset.prompt_field = s.prompt_field;
   o.dataset.answer_field = s.answer_field;
   o.dataset.system_prompt = kR1ZeroSystemPrompt;
+  o.unknown_tag = s.unknown_tag;
   o.held_out = s.held_out;
   o.seed = s.seed;
   o.curriculum = r1_zero::difficulty_schedule(s);
@@ -277,6 +278,11 @@ int main(int argc, char** argv) try {
     fs::create_directories(s.output_dir);
     r1_zero::write_config(s.output_dir / "config.yaml", *flags, run);
     const auto mode = s.resume ? grpo::train::OpenMode::append : grpo::train::OpenMode::truncate;
+    if (s.resume) {  // steps after the checkpoint run again: their first records go
+      for (const char* file : {"metrics.jsonl", "completions.jsonl"}) {
+        grpo::train::drop_records_after(s.output_dir / file, first_step - 1);
+      }
+    }
     trainer.add_callback(std::make_shared<grpo::train::MetricsLog>(
         s.output_dir / "metrics.jsonl", s.tensorboard ? s.output_dir / "tensorboard" : fs::path(), mode));
     trainer.add_callback(

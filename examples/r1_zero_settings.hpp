@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -31,7 +33,7 @@ struct Settings {
   // What to train.
   std::string task = "tiny";
   fs::path model_dir, data_path;
-  std::string data_format = "detect", prompt_field, answer_field, on_bad_row = "stop";
+  std::string data_format = "detect", prompt_field, answer_field, on_bad_row = "stop", unknown_tag = "error";
   std::int64_t held_out = 256;  // problems kept out of training for evaluation
   // Rollouts.
   std::int64_t steps = 200, prompts_per_step = 32, group_size = 8, max_new_tokens = 0;
@@ -44,7 +46,8 @@ struct Settings {
   std::int64_t mu = 1, micro_batches = 1, ref_sync_every = 0;
   double ref_sync_alpha = 1.0;
   std::int64_t dynamic_sampling_max_rounds = 0, dynamic_sampling_prompts = 0;
-  std::string dynamic_sampling_at_cap = "train";
+  std::string dynamic_sampling_at_cap = "train", dynamic_sampling_metric = "total";
+  bool dynamic_sampling_per_domain = false;
   std::int64_t generation_chunks = 1;
   bool overlap_scoring = false;
   std::string kl_control = "fixed";
@@ -104,14 +107,45 @@ struct Field {
 inline auto member_of(std::vector<std::string> names) {
   return [names](CLI::Option& o) { o.check(CLI::IsMember(names)); };
 }
+/// The whole text as a number (strtod's syntax), or nullopt.
+inline std::optional<double> number_in(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return std::nullopt;
+  return value;
+}
+/// A check that the value is a number for which `ok` holds; the error says what was expected and what was given.
+inline auto number_check(std::string expected, std::function<bool(double)> ok) {
+  return [expected, ok](CLI::Option& o) {
+    o.check(CLI::Validator(
+        [expected, ok](std::string& value) -> std::string {
+          const auto x = number_in(value);
+          return x && ok(*x) ? std::string() : fmt::format("expected {}, got '{}'", expected, value);
+        },
+        ""));
+  };
+}
 inline auto at_least_zero() {
-  return [](CLI::Option& o) { o.check(CLI::NonNegativeNumber); };
+  return number_check("a number >= 0", [](double x) { return x >= 0; });
 }
 inline auto positive() {
-  return [](CLI::Option& o) { o.check(CLI::PositiveNumber); };
+  return number_check("a number > 0", [](double x) { return x > 0; });
 }
 inline auto within(double lo, double hi) {
-  return [lo, hi](CLI::Option& o) { o.check(CLI::Range(lo, hi)); };
+  return number_check(fmt::format("a number in [{}, {}]", lo, hi), [lo, hi](double x) { return x >= lo && x <= hi; });
+}
+/// The type check every numeric setting gets before its own: an integer, a non-negative integer or a number.
+template <typename T>
+void check_number_type(CLI::Option& option) {
+  if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, int>) {
+    number_check("an integer", [](double x) { return std::floor(x) == x; })(option);
+  } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+    number_check("an integer >= 0", [](double x) { return std::floor(x) == x && x >= 0; })(option);
+  } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>> ||
+                       std::is_same_v<T, std::vector<double>>) {
+    number_check("a number", [](double x) { return !std::isnan(x); })(option);
+  }
 }
 /// A check that `parse` accepts the value (its ConfigError, listing the valid names, becomes the flag's error).
 template <typename Parse>
@@ -144,7 +178,11 @@ inline std::vector<Field> fields(Settings& s) {
        accepted_by([](const std::string& v) { grpo::io::parse_dataset_format(v); })},
       {"--prompt-field", &s.prompt_field, "with --data-format fields: the prompt's field"},
       {"--answer-field", &s.answer_field, "with --data-format fields: the gold answer's field"},
-      {"--on-bad-row", &s.on_bad_row, "stop or skip a malformed data row", member_of({"stop", "skip"})},
+      {"--on-bad-row", &s.on_bad_row, "stop or skip a malformed data row (skipped rows are counted, the first few "
+       "reasons printed)", member_of({"stop", "skip"})},
+      {"--unknown-tag", &s.unknown_tag,
+       "multi-domain data: a row whose tag (or 'domain' field) names no configured domain is an error, skipped "
+       "(skip), or sent to the domain named here (math: the first math domain, as ROLL sends such rows to math_rule)"},
       {"--held-out", &s.held_out, "problems kept out of training for evaluation (per domain)", at_least_zero()},
       {"--steps", &s.steps, "optimizer steps", positive()},
       {"--prompts", &s.prompts_per_step, "prompts per step (P)", positive()},
@@ -193,6 +231,11 @@ inline std::vector<Field> fields(Settings& s) {
       {"--dynamic-sampling-prompts", &s.dynamic_sampling_prompts, "prompts per round (0 = --prompts)", at_least_zero()},
       {"--dynamic-sampling-at-cap", &s.dynamic_sampling_at_cap,
        "when the rounds run out: train on the groups found (none: skip), or skip the step", member_of({"train", "skip"})},
+      {"--dynamic-sampling-metric", &s.dynamic_sampling_metric,
+       "what must spread within a kept group: total (the reward total), accuracy (DAPO's acc: the correctness of the "
+       "judged completions) or a reward's label"},
+      {"--dynamic-sampling-per-domain", &s.dynamic_sampling_per_domain,
+       "each domain keeps its share of the step's groups (ROLL filters per domain)"},
       {"--generation-chunks", &s.generation_chunks, "sample each round's prompts in this many chunks (each with its own seed)",
        positive()},
       {"--overlap-scoring", &s.overlap_scoring,
@@ -303,9 +346,13 @@ inline std::unique_ptr<Flags> add_flags(CLI::App& app, Settings& s) {
             const std::string name = field.names.substr(2);
             return app.add_flag(field.names + ",!--no-" + name, *value, field.help)->default_str(*value ? "true" : "false");
           } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<double>>) {
-            return app.add_option(field.names, *value, field.help)->delimiter(',');
+            CLI::Option* list = app.add_option(field.names, *value, field.help)->delimiter(',');
+            check_number_type<T>(*list);
+            return list;
           } else {
-            return app.add_option(field.names, *value, field.help);
+            CLI::Option* option = app.add_option(field.names, *value, field.help);
+            check_number_type<T>(*option);
+            return option;
           }
         },
         field.value);
@@ -538,6 +585,8 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   o.dynamic_sampling_max_rounds = s.dynamic_sampling_max_rounds;
   o.dynamic_sampling_prompts = s.dynamic_sampling_prompts;
   o.dynamic_sampling_at_cap = grpo::train::parse_dynamic_sampling_cap(s.dynamic_sampling_at_cap);
+  o.dynamic_sampling_metric = s.dynamic_sampling_metric;
+  o.dynamic_sampling_per_domain = s.dynamic_sampling_per_domain;
   o.generation_chunks = s.generation_chunks;
   o.learning_rate = s.lr;
   o.weight_decay = s.weight_decay;

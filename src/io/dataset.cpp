@@ -10,6 +10,7 @@
 #include <grpo/rewards/code_tests_reward.hpp>
 #include <grpo/text/chat_messages.hpp>
 
+#include <fmt/ranges.h>
 #include <simdjson.h>
 
 #include <algorithm>
@@ -21,9 +22,11 @@
 namespace grpo::io {
 namespace {
 
-// A failure to turn one row into an example; the caller prefixes the row's location.
+// A failure to turn one row into an example; the caller prefixes the row's location. `skip`: the row is left out
+// whatever on_bad_row says (UnknownTag::skip).
 struct RowError {
   std::string message;
+  bool skip = false;
 };
 
 [[noreturn]] void row_error(std::string message) { throw RowError{std::move(message)}; }
@@ -57,7 +60,8 @@ std::vector<text::ChatMessage> text_prompt(std::string user_text, const DatasetO
 }
 
 DatasetFormat detect_format(const rewards::Row& row, bool domains) {
-  if (row.contains("messages") && (row.contains("ground_truth") || (domains && row.contains("tag")))) {
+  const bool prompt = row.contains("messages") || row.contains("prompt");
+  if (prompt && (row.contains("ground_truth") || (domains && (row.contains("tag") || row.contains("domain"))))) {
     return DatasetFormat::roll;
   }
   if (row.contains("problem") && row.contains("solution")) return DatasetFormat::trl;
@@ -65,15 +69,35 @@ DatasetFormat detect_format(const rewards::Row& row, bool domains) {
   std::string fields;
   for (const auto& [key, value] : row.fields()) fields += (fields.empty() ? "" : ", ") + key;
   row_error(fmt::format(
-      "cannot tell the dataset format from the fields ({}); set DatasetOptions::format (fields, with prompt_field "
-      "and answer_field)",
+      "cannot tell the dataset format from the fields ({}); name the format (r1_zero: --data-format fields with "
+      "--prompt-field and --answer-field; DatasetOptions::format)",
       fields));
 }
 
+// The tags a domain claims: its own, or its name.
+const std::vector<std::string>& claimed_tags(const DatasetDomain& domain, std::vector<std::string>& scratch) {
+  if (!domain.tags.empty()) return domain.tags;
+  scratch = {domain.name};
+  return scratch;
+}
+
+// "math (tags deepmath, aime), code" for error messages.
 std::string configured_domains(const DatasetOptions& options) {
   std::string names;
-  for (const auto& [tag, kind] : options.domains) names += (names.empty() ? "" : ", ") + tag;
+  for (const DatasetDomain& d : options.domains) {
+    names += (names.empty() ? "" : ", ") + d.name;
+    if (!d.tags.empty() && d.tags != std::vector<std::string>{d.name}) {
+      names += fmt::format(" (tags {})", fmt::join(d.tags, ", "));
+    }
+  }
   return names;
+}
+
+const DatasetDomain* domain_named(const DatasetOptions& options, std::string_view name) {
+  for (const DatasetDomain& d : options.domains) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
 }
 
 // The number in a difficulty field: a JSON number, or a string holding one (DeepMath writes "4.5"); nullopt for a
@@ -158,21 +182,50 @@ std::optional<std::vector<std::string>> string_list(const rewards::FieldValue& v
 }
 
 // The domain kind of a row under DatasetOptions::domains, from its `tag` (copied to `tag`).
-DomainKind domain_kind(const rewards::Row& row, const DatasetOptions& options, std::string& tag) {
+// The row's domain: its `domain` field when that names a configured domain (ROLL prefers it over the tag), else the
+// domain claiming its tag; a row with neither goes by options.unknown_tag. Sets `tag` (for later errors) once the
+// domain is known.
+const DatasetDomain& row_domain(const rewards::Row& row, const DatasetOptions& options, std::string& tag) {
+  const std::optional<std::string> named = row.text("domain");
+  if (named && !named->empty()) {
+    if (const DatasetDomain* d = domain_named(options, *named)) {
+      tag = row.text("tag").value_or(*named);
+      return *d;
+    }
+  }
+  const std::string also = named && !named->empty() ? fmt::format(" (nor is its field 'domain', '{}')", *named) : "";
+  std::string problem;
   if (!row.contains("tag")) {
-    row_error(
-        fmt::format("missing field 'tag' (every row needs a configured domain: {})", configured_domains(options)));
+    problem = named && !named->empty() ? fmt::format("field 'domain': '{}' is not a configured domain, and the row "
+                                                     "has no 'tag'",
+                                                     *named)
+                                       : "missing field 'tag'";
+  } else {
+    const std::optional<std::string> text = row.text("tag");
+    if (!text) {
+      row_error(fmt::format("field 'tag' should be text, got a list (configured: {})", configured_domains(options)));
+    }
+    std::vector<std::string> scratch;
+    for (const DatasetDomain& d : options.domains) {
+      const auto& tags = claimed_tags(d, scratch);
+      if (std::find(tags.begin(), tags.end(), *text) != tags.end()) {
+        tag = *text;  // from here on, errors name the tag
+        return d;
+      }
+    }
+    problem = fmt::format("tag '{}' is not a configured domain{}", *text, also);
   }
-  std::optional<std::string> text = row.text("tag");
-  if (!text) {
-    row_error(fmt::format("field 'tag' should be text, got a list (configured: {})", configured_domains(options)));
+  switch (options.unknown_tag) {
+    case UnknownTag::error:
+      break;
+    case UnknownTag::skip:
+      throw RowError{fmt::format("{} (skipped: unknown_tag skip)", problem), /*skip=*/true};
+    case UnknownTag::to_domain:
+      tag = row.text("tag").value_or("");
+      return *domain_named(options, options.unknown_tag_domain);  // checked by the Loader
   }
-  const auto domain = options.domains.find(*text);
-  if (domain == options.domains.end()) {
-    row_error(fmt::format("tag '{}' is not a configured domain (configured: {})", *text, configured_domains(options)));
-  }
-  tag = std::move(*text);  // from here on, errors name the tag
-  return domain->second;
+  row_error(fmt::format("{} (configured: {}; unknown_tag can skip such rows or send them to a domain)", problem,
+                        configured_domains(options)));
 }
 
 // Checks that a row carries the fields its domain kind needs (DomainKind) and returns its ground truth ("" when the
@@ -205,7 +258,15 @@ std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
       return optional_truth();
     case DomainKind::general: {
       const rewards::FieldValue* criteria = row.find("evaluation_criteria");
-      if (criteria == nullptr) row_error("field 'evaluation_criteria' is missing (general rows need judge criteria)");
+      if (criteria == nullptr) {  // ROLL's judge rows: the reference answer alone
+        if (!row.contains("ground_truth")) {
+          row_error("general rows need 'ground_truth' (the reference answer the judge compares with) or "
+                    "'evaluation_criteria'; this row has neither");
+        }
+        std::string truth = optional_truth();
+        if (trim_line(truth).empty()) row_error("field 'ground_truth' is empty (and there is no 'evaluation_criteria')");
+        return truth;
+      }
       std::optional<std::vector<std::string>> list = string_list(*criteria);
       if (!list) row_error("field 'evaluation_criteria' should be a list of strings (or a JSON string holding one)");
       if (list->empty()) row_error("field 'evaluation_criteria' is an empty list");
@@ -225,8 +286,19 @@ void read_roll(Example& example, rewards::Row& row, std::string_view json_object
   std::string tag;
   try {
     std::optional<DomainKind> kind;
-    if (!options.domains.empty()) kind = domain_kind(row, options, tag);
-    example.prompt = parse_chat(required_text(row, "messages"), "messages");
+    if (!options.domains.empty()) {
+      const DatasetDomain& domain = row_domain(row, options, tag);
+      kind = domain.kind;
+      example.domain = domain.name;
+    }
+    if (row.contains("messages") || !row.contains("prompt")) {
+      example.prompt = parse_chat(required_text(row, "messages"), "messages");
+    } else {  // ROLL's data_args.prompt: the text is the prompt as it is
+      std::string prompt = required_text(row, "prompt");
+      if (trim_line(prompt).empty()) row_error("field 'prompt' is empty");
+      example.prompt = {{"user", prompt, std::nullopt}};
+      example.raw_prompt = std::move(prompt);
+    }
     normalise_ground_truth(row, json_object);
     example.ground_truth = kind ? domain_ground_truth(row, *kind) : required_text(row, "ground_truth");
     example.difficulty = difficulty_of(row, /*strict=*/true);
@@ -235,6 +307,28 @@ void read_roll(Example& example, rewards::Row& row, std::string_view json_object
     throw;
   }
 }
+
+}  // namespace
+
+void set_unknown_tag(DatasetOptions& options, std::string_view value) {
+  if (value == "error" || value == "skip") {
+    options.unknown_tag = value == "error" ? UnknownTag::error : UnknownTag::skip;
+    return;
+  }
+  const DatasetDomain* domain = domain_named(options, value);
+  if (domain == nullptr && value == "math") {
+    const auto math = std::find_if(options.domains.begin(), options.domains.end(),
+                                   [](const DatasetDomain& d) { return d.kind == DomainKind::math; });
+    if (math != options.domains.end()) domain = &*math;
+  }
+  GRPO_CHECK_CONFIG(domain != nullptr,
+                    "unknown_tag: '{}' is neither error, skip nor a configured domain (configured: {}{})", value,
+                    configured_domains(options), options.domains.empty() ? "none: it applies to multi-domain runs" : "");
+  options.unknown_tag = UnknownTag::to_domain;
+  options.unknown_tag_domain = domain->name;
+}
+
+namespace {
 
 Example make_example(rewards::Row row, std::string_view json_object, DatasetFormat format,
                      const DatasetOptions& options) {
@@ -283,6 +377,18 @@ class Loader {
     GRPO_CHECK_CONFIG(options.domains.empty() || format_ == DatasetFormat::roll || format_ == DatasetFormat::detect,
                       "DatasetOptions: domains ({}) apply to ROLL rows; the format is '{}' (use roll or detect)",
                       configured_domains(options), ::grpo::detail::enum_name(format_, detail::kDatasetFormatNames));
+    std::map<std::string, std::string, std::less<>> owner;  // tag → domain
+    std::vector<std::string> scratch;
+    for (const DatasetDomain& d : options.domains) {
+      for (const std::string& tag : claimed_tags(d, scratch)) {
+        const auto [it, fresh] = owner.emplace(tag, d.name);
+        GRPO_CHECK_CONFIG(fresh, "domains: tag '{}' is claimed by domain '{}' and by '{}'", tag, it->second, d.name);
+      }
+    }
+    GRPO_CHECK_CONFIG(options.unknown_tag != UnknownTag::to_domain ||
+                          domain_named(options, options.unknown_tag_domain) != nullptr,
+                      "unknown_tag: '{}' is not a configured domain (configured: {})", options.unknown_tag_domain,
+                      configured_domains(options));
   }
 
   void add(std::string_view json_object, const std::string& location) {
@@ -309,7 +415,7 @@ class Loader {
       examples_.push_back(std::move(example));
     } catch (const RowError& error) {
       std::string message = fmt::format("{}: {}", location, error.message);
-      if (options_.on_bad_row == BadRowPolicy::stop) throw ParseError(message);
+      if (options_.on_bad_row == BadRowPolicy::stop && !error.skip) throw ParseError(message);
       skip_reasons_.push_back(std::move(message));
     }
   }

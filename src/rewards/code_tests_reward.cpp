@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The code_tests reward (see code_tests_reward.hpp): code extraction, test parsing, output comparison, and the Python
 // harnesses that run inside the sandbox.
+#include <grpo/core/json_quote.hpp>
 #include <grpo/rewards/code_tests_reward.hpp>
 
 #include <simdjson.h>
@@ -182,6 +183,38 @@ std::vector<CodeTestCase> parse_cases(std::string_view json, bool& strings_only)
   return cases;
 }
 
+// ROLL's check-based tests (code_sandbox_reward_worker.py run_check_based_tests): the first object's assert_code,
+// its first line the checker's header and each further non-empty line one test, each followed by
+// check(<entry_point>); nullopt when the JSON holds no such object.
+std::optional<CodeTests> check_based_tests(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  const simdjson::padded_string padded(json);
+  if (parser.parse(padded).get(root)) return std::nullopt;
+  simdjson::dom::object first;
+  simdjson::dom::array array;
+  if (!root.get_array().get(array)) {
+    if (array.size() == 0 || array.at(0).get_object().get(first)) return std::nullopt;
+  } else if (root.get_object().get(first)) {
+    return std::nullopt;
+  }
+  const std::optional<std::string> assert_code = first_field(first, {"assert_code"});
+  if (!assert_code) return std::nullopt;
+  std::vector<std::string> lines;
+  for (std::string_view line : split_lines(*assert_code)) {
+    if (!line.empty()) lines.emplace_back(line);
+  }
+  if (lines.empty()) return std::nullopt;
+  CodeTests tests;
+  tests.kind = TestKind::assertion;
+  const std::string entry = first_field(first, {"entry_point"}).value_or("candidate");
+  tests.import_prefix = first_field(first, {"import_prefix"}).value_or("");
+  const std::string call = fmt::format("\ncheck({})\n", entry.empty() ? "candidate" : entry);
+  if (lines.size() == 1) tests.cases.push_back({lines[0] + call, ""});
+  for (std::size_t i = 1; i < lines.size(); ++i) tests.cases.push_back({lines[0] + "\n" + lines[i] + call, ""});
+  return tests;
+}
+
 // Runs inside the sandbox for call-based tests: arguments are read before the program runs (it cannot consume
 // them), the program's own prints go to stderr, and the return value alone is written to stdout as JSON.
 constexpr const char* kCallHarness = R"PY(import json, sys
@@ -325,6 +358,12 @@ std::optional<CodeTests> parse_code_tests(const Row& row, const CodeTestsOptions
   bool strings_only = true;
   const FieldValue* field = row.find(options.tests_field);
   if (field == nullptr) return std::nullopt;
+  const std::string case_type = lower(trim(row.text(options.case_type_field).value_or("")));
+  const bool check_based = case_type == "check_based" || case_type == "check-based";
+  if (const auto* text = std::get_if<std::string>(field); check_based && text != nullptr) {
+    // ROLL's objects; else HumanEval-style code with the row's test_case_function and entry_point (below).
+    if (auto tests_of_objects = check_based_tests(trim(*text))) return tests_of_objects;
+  }
   if (const auto* list = std::get_if<std::vector<std::string>>(field)) {
     for (const std::string& code : *list) tests.cases.push_back({code, ""});
   } else if (const auto* text = std::get_if<std::string>(field)) {
@@ -334,13 +373,14 @@ std::optional<CodeTests> parse_code_tests(const Row& row, const CodeTestsOptions
   }
   if (tests.cases.empty()) return std::nullopt;
 
-  const std::string case_type = lower(trim(row.text(options.case_type_field).value_or("")));
   tests.function = std::string(trim(row.text(options.function_field).value_or("")));
   if (tests.function == "None") tests.function.clear();  // ROLL writes Python's None as text
   tests.entry_point = std::string(trim(row.text("entry_point").value_or("")));
-  if (case_type == "assert" || case_type == "unittest" || case_type == "pytest" || case_type == "check_based" ||
+  if (case_type == "assert" || case_type == "unittest" || case_type == "pytest" || check_based ||
       (case_type.empty() && strings_only)) {
     tests.kind = TestKind::assertion;
+  } else if (case_type == "text") {
+    tests.kind = TestKind::text;
   } else if (case_type == "call" || case_type == "call_based" || case_type == "call-based" || case_type == "function") {
     tests.kind = TestKind::call;
   } else if (case_type.empty() || case_type == "input" || case_type == "stdin" || case_type == "stdin_stdout" ||
@@ -349,7 +389,7 @@ std::optional<CodeTests> parse_code_tests(const Row& row, const CodeTestsOptions
   } else {
     return std::nullopt;  // a case type we cannot run: no value rather than a wrong 0
   }
-  if (tests.kind != TestKind::assertion && strings_only) return std::nullopt;
+  if (tests.kind != TestKind::assertion && tests.kind != TestKind::text && strings_only) return std::nullopt;
   if (tests.kind == TestKind::call && tests.function.empty()) return std::nullopt;
   return tests;
 }
@@ -412,14 +452,25 @@ CodeTestsOutcome CodeTestsReward::evaluate(const Completion& completion, const S
     order.resize(options_.max_tests);
   }
   outcome.total = order.size();
-  const std::optional<CodeBlock> block = extract_code_block(completion.text, options_.languages);
+  // Text tests check the response itself: no program, the response a string variable of the test code.
+  const bool text = tests->kind == TestKind::text;
+  std::string response_line;
+  if (text) {
+    const std::string_view all = completion.text;
+    const auto think = all.rfind("</think>");
+    const std::string_view response = think == std::string_view::npos ? all : all.substr(think + 8);
+    response_line = "_grpo_response = " + json_quoted(response) + "\n";
+  }
+  const std::optional<CodeBlock> block =
+      text ? std::optional<CodeBlock>(CodeBlock{}) : extract_code_block(completion.text, options_.languages);
   if (!block) {
     outcome.value = 0.0f;
     return outcome;
   }
-  outcome.code_found = true;
+  outcome.code_found = !text;
   const bool cpp = is_cpp(block->language) && compile_sandbox_ != nullptr;
-  std::string program = options_.prelude.empty() || cpp ? block->code : options_.prelude + "\n" + block->code;
+  std::string program = options_.prelude.empty() || cpp || text ? block->code : options_.prelude + "\n" + block->code;
+  if (!tests->import_prefix.empty() && !cpp) program = tests->import_prefix + "\n" + program;
   if (cpp) {
     // Compiled programs answer stdin/stdout tests only; compile errors and other test kinds fail every test.
     if (tests->kind != TestKind::stdin_stdout) {
@@ -473,12 +524,22 @@ CodeTestsOutcome CodeTestsReward::evaluate(const Completion& completion, const S
         request.stdin_data = test.input;
         break;
       case TestKind::assertion:
+      case TestKind::text: {
         token = random_token();
         request.argv = {options_.python, "-I", "-B", "/box/harness.py", "assert", tests->function, tests->entry_point};
         request.files.push_back({"/box/harness.py", kAssertHarness});
-        request.files.push_back({"/box/test.py", test.input});
+        std::string code = test.input;
+        if (text) {
+          for (std::size_t at = code.find("{response}"); at != std::string::npos;
+               at = code.find("{response}", at + 14)) {
+            code.replace(at, 10, "_grpo_response");
+          }
+          code = response_line + code;
+        }
+        request.files.push_back({"/box/test.py", std::move(code)});
         request.stdin_data = token + "\n";
         break;
+      }
     }
     sandbox::RunResult run = sandbox_->run(request);
     ++outcome.run;
@@ -492,7 +553,8 @@ CodeTestsOutcome CodeTestsReward::evaluate(const Completion& completion, const S
           passed = json_values_match(run.stdout_text, test.expected_output, options_.float_tolerance) ||
                    outputs_match(run.stdout_text, test.expected_output, options_.comparison, options_.float_tolerance);
           break;
-        case TestKind::assertion: {
+        case TestKind::assertion:
+        case TestKind::text: {
           const std::string tail = "\n" + token + "\n";
           passed = run.stdout_text.size() >= tail.size() &&
                    run.stdout_text.compare(run.stdout_text.size() - tail.size(), tail.size(), tail) == 0;

@@ -151,19 +151,28 @@ DomainScores DomainRewards::score(std::span<const Completion> batch) const {
   std::map<std::size_t, std::size_t> domain_of_group;  // Completion::group → domain
   for (std::size_t i = 0; i < B; ++i) {
     const Completion& c = batch[i];
-    const std::optional<std::string> tag = c.row ? c.row->text(tag_field_) : std::nullopt;
-    GRPO_CHECK(tag.has_value(),
-               "DomainRewards: completion {} (prompt {}) has {} field '{}'; configured domains and tags: {}", i,
-               c.group, c.row ? "no string or number" : "no row, so no", tag_field_, configured_tags(domains_));
-    const std::optional<std::size_t> d = domain_of_tag(*tag);
-    GRPO_CHECK(d.has_value(), "DomainRewards: completion {} (prompt {}) has {} '{}', which no domain serves; "
-               "configured domains and tags: {}",
-               i, c.group, tag_field_, *tag, configured_tags(domains_));
+    std::optional<std::size_t> d = c.domain;  // decided by the caller (the prompt source's routing)
+    std::string tag;
+    if (d) {
+      GRPO_CHECK(*d < D, "DomainRewards: completion {} (prompt {}) is in domain {}, but there are {} domains", i,
+                 c.group, *d, D);
+      tag = domains_[*d].name;
+    } else {
+      const std::optional<std::string> text = c.row ? c.row->text(tag_field_) : std::nullopt;
+      GRPO_CHECK(text.has_value(),
+                 "DomainRewards: completion {} (prompt {}) has {} field '{}'; configured domains and tags: {}", i,
+                 c.group, c.row ? "no string or number" : "no row, so no", tag_field_, configured_tags(domains_));
+      tag = *text;
+      d = domain_of_tag(tag);
+      GRPO_CHECK(d.has_value(), "DomainRewards: completion {} (prompt {}) has {} '{}', which no domain serves; "
+                 "configured domains and tags: {}",
+                 i, c.group, tag_field_, tag, configured_tags(domains_));
+    }
     const auto [it, inserted] = domain_of_group.emplace(c.group, *d);
     GRPO_CHECK(inserted || it->second == *d,
-               "DomainRewards: prompt {} has completions in domains '{}' and '{}' (completion {} has {} '{}'); the "
+               "DomainRewards: prompt {} has completions in domains '{}' and '{}' (completion {}: '{}'); the "
                "completions of one prompt share its row, so one domain",
-               c.group, domains_[it->second].name, domains_[*d].name, i, tag_field_, *tag);
+               c.group, domains_[it->second].name, domains_[*d].name, i, tag);
     out.domain[i] = *d;
     out.members[*d].push_back(i);
   }

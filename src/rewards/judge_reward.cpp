@@ -2,6 +2,7 @@
 // The judge reward: prompt template, verdict parser, and the reward itself (see judge_reward.hpp). The backends are
 // in judge_http_backend.cpp (libcurl) and judge_local_backend.cpp (LibTorch).
 #include <grpo/rewards/judge_reward.hpp>
+#include <grpo/text/chat_messages.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -132,6 +133,26 @@ JudgeReward::JudgeReward(JudgeOptions options, JudgeBackendPtr backend)
                     "JudgeReward: prompt_template must contain {{response}}");
 }
 
+namespace {
+/// The content of the last user message of the chat in `field` of `row` (a JSON string or list), or nullopt (no row,
+/// no such field, no user message, or text that is not a chat list).
+std::optional<std::string> last_user_turn(const Row* row, const std::string& field) {
+  if (row == nullptr || field.empty()) return std::nullopt;
+  const std::optional<std::string> json = row->text(field);
+  if (!json) return std::nullopt;
+  std::vector<text::ChatMessage> messages;
+  try {
+    messages = text::parse_chat_messages(*json, field);
+  } catch (const ParseError&) {
+    return std::nullopt;
+  }
+  for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
+    if (it->role == "user") return it->content;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 JudgeRequest JudgeReward::request_for(const Completion& completion) const {
   const Row* row = completion.row.get();
   const auto first_text = [row](const std::vector<std::string>& fields) -> std::optional<std::string> {
@@ -147,7 +168,9 @@ JudgeRequest JudgeReward::request_for(const Completion& completion) const {
     }
     return std::nullopt;
   };
-  const std::string question = first_text(options_.question_fields).value_or(completion.prompt);
+  std::optional<std::string> question = last_user_turn(row, options_.messages_field);
+  if (!question) question = first_text(options_.question_fields);
+  if (!question) question = completion.prompt;
   const std::string reference = first_text(options_.reference_fields).value_or("(no reference answer)");
   const std::string criteria = first_text({options_.criteria_field}).value_or(options_.default_criteria);
   std::string_view response = options_.strip_thinking ? after_thinking(completion.text) : completion.text;
@@ -159,7 +182,7 @@ JudgeRequest JudgeReward::request_for(const Completion& completion) const {
     response = cut;
   }
   return JudgeRequest{options_.system_prompt,
-                      fill_judge_template(options_.prompt_template, question, reference, response, criteria)};
+                      fill_judge_template(options_.prompt_template, *question, reference, response, criteria)};
 }
 
 std::vector<std::optional<float>> JudgeReward::score(std::span<const Completion> batch,

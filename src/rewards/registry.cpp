@@ -324,6 +324,7 @@ RewardPtr make_judge(const RewardOptions& options, const RewardRegistry&) {
   JudgeOptions judge;
   judge.system_prompt = options.text("system_prompt", judge.system_prompt);
   judge.prompt_template = options.text("prompt_template", judge.prompt_template);
+  judge.messages_field = options.text("messages_field", judge.messages_field);
   judge.question_fields = options.text_list("question_fields", judge.question_fields);
   judge.reference_fields = options.text_list("reference_fields", judge.reference_fields);
   judge.criteria_field = options.text("criteria_field", judge.criteria_field);

@@ -8,6 +8,7 @@
 #include <grpo/train/optimizer_step.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -63,6 +64,39 @@ GrpoLossOptions step_loss_options(GrpoLossOptions base, double beta, double entr
   return base;
 }
 
+/// [B] float64: what dynamic sampling needs to spread in each completion's group (GrpoTrainerOptions::
+/// dynamic_sampling_metric), NaN where a completion has no value.
+torch::Tensor spread_values(const StepScores& scores, const std::string& metric) {
+  const std::size_t n = scores.total.size();
+  std::vector<double> values(n, std::numeric_limits<double>::quiet_NaN());
+  if (metric == "total") {
+    for (std::size_t b = 0; b < n; ++b) {
+      if (scores.total[b]) values[b] = *scores.total[b];
+    }
+  } else if (metric == "accuracy" || metric == "acc") {
+    for (std::size_t b = 0; b < n; ++b) {
+      if (scores.judged[b]) values[b] = scores.correct[b];
+    }
+  } else {
+    bool found = n == 0;
+    for (std::size_t b = 0; b < n; ++b) {
+      for (const auto& [label, value] : scores.rewards[b]) {
+        if (label != metric) continue;
+        found = true;
+        if (value) values[b] = *value;
+      }
+    }
+    if (!found) {
+      std::vector<std::string> labels;
+      for (const auto& [label, value] : scores.rewards.front()) labels.push_back(label);
+      throw ConfigError(fmt::format("dynamic_sampling_metric: '{}' is neither total, accuracy (acc) nor a reward's "
+                                    "label (labels: {})",
+                                    metric, fmt::join(labels, ", ")));
+    }
+  }
+  return torch::tensor(values, torch::kFloat64);
+}
+
 LocalNormaliserOptions normaliser_options(std::int64_t max_completion_length) {
   LocalNormaliserOptions options;
   options.max_completion_length = max_completion_length;
@@ -93,6 +127,8 @@ void GrpoTrainerOptions::validate() const {
   GRPO_CHECK_CONFIG(dynamic_sampling_prompts >= 0, "dynamic_sampling_prompts must be >= 0, got {}",
                     dynamic_sampling_prompts);
   GRPO_CHECK_CONFIG(generation_chunks >= 1, "generation_chunks must be >= 1, got {}", generation_chunks);
+  GRPO_CHECK_CONFIG(!dynamic_sampling_metric.empty(),
+                    "dynamic_sampling_metric must be total, accuracy (acc) or a reward's label, got ''");
   GRPO_CHECK_CONFIG(std::isfinite(learning_rate) && learning_rate >= 0.0, "lr must be >= 0, got {}", learning_rate);
   GRPO_CHECK_CONFIG(std::isfinite(weight_decay) && weight_decay >= 0.0, "weight_decay must be >= 0, got {}",
                     weight_decay);
@@ -203,6 +239,7 @@ std::vector<Completion> GrpoTrainer::completions_of(const Rollout& rollout, cons
     out[b].truncated = truncated[static_cast<std::int64_t>(b)];
     out[b].group = b / static_cast<std::size_t>(group_size);
     out[b].row = problem.row;
+    out[b].domain = problem.domain;
   }
   return out;
 }
@@ -217,7 +254,8 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   const bool dynamic_sampling = options_.dynamic_sampling_max_rounds > 0;
   GroupCollector collector({.target_groups = options_.prompts_per_step,
                             .max_rounds = dynamic_sampling ? options_.dynamic_sampling_max_rounds : 1,
-                            .at_cap = options_.dynamic_sampling_at_cap});
+                            .at_cap = options_.dynamic_sampling_at_cap,
+                            .per_domain = options_.dynamic_sampling_per_domain});
   const std::int64_t round_prompts = dynamic_sampling && options_.dynamic_sampling_prompts > 0
                                          ? options_.dynamic_sampling_prompts
                                          : options_.prompts_per_step;
@@ -273,8 +311,8 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
     // summed over the ranks so that every rank sees the whole round.
     torch::Tensor flags = torch::zeros({2, round_prompts}, torch::kFloat64);
     auto flag = flags.accessor<double, 2>();
-    const auto totals = torch::tensor(rewards::with_nan(scores.total)).view({shard.size(), group_size});
-    const auto informative = informative_groups(totals);
+    const auto informative =
+        informative_groups(spread_values(scores, options_.dynamic_sampling_metric).view({shard.size(), group_size}));
     for (std::int64_t i = 0; i < shard.size(); ++i) {
       double correct = 0.0, judged = 0.0;
       for (std::int64_t g = 0; g < group_size; ++g) {
@@ -290,8 +328,12 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
     const torch::Tensor pass_rates = flags[0].contiguous();
     prompts_.observe(all_problems, std::span<const double>(pass_rates.data_ptr<double>(), all_problems.size()), step);
     std::vector<std::uint8_t> spread(static_cast<std::size_t>(round_prompts));
-    for (std::int64_t p = 0; p < round_prompts; ++p) spread[static_cast<std::size_t>(p)] = flag[1][p] > 0.5;
-    const std::vector<std::uint8_t> keep = collector.add_round(spread);
+    std::vector<std::size_t> domains(static_cast<std::size_t>(round_prompts));
+    for (std::int64_t p = 0; p < round_prompts; ++p) {
+      spread[static_cast<std::size_t>(p)] = flag[1][p] > 0.5;
+      domains[static_cast<std::size_t>(p)] = all_problems[static_cast<std::size_t>(p)].domain;
+    }
+    const std::vector<std::uint8_t> keep = collector.add_round(spread, domains);
 
     // This rank's kept groups.
     std::vector<std::int64_t> rows;
@@ -313,7 +355,20 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   out.train = collector.train();
   out.rollout = concat_rollouts(kept_rollouts, prompts_.pad_token_id());
   out.score_metrics = combine_metrics(score_parts);
-  if (dynamic_sampling) out.sampling_metrics = collector.metrics();
+  if (dynamic_sampling) {
+    out.sampling_metrics = collector.metrics();
+    const std::vector<std::string> names = prompts_.domain_names();
+    if (names.size() > 1) {  // kept and dropped groups of each domain
+      for (std::size_t d = 0; d < names.size(); ++d) {
+        const auto at = [d](const std::vector<std::int64_t>& v) { return d < v.size() ? v[d] : 0; };
+        const std::int64_t kept = at(collector.kept_by_domain()), generated = at(collector.generated_by_domain());
+        out.sampling_metrics.emplace_back(fmt::format("dynamic_sampling/{}/kept_groups", names[d]),
+                                          static_cast<double>(kept));
+        out.sampling_metrics.emplace_back(fmt::format("dynamic_sampling/{}/dropped_groups", names[d]),
+                                          static_cast<double>(generated - kept));
+      }
+    }
+  }
   out.sampled_lengths = torch::cat(lengths);
   out.sampled_truncated = torch::cat(truncation);
   if (out.train && out.rows() > 0) {

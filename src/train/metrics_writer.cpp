@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
 #include <grpo/core/json_quote.hpp>
+#include <grpo/io/atomic_file.hpp>
+#include <grpo/io/read_file.hpp>
 #include <grpo/train/metrics_writer.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <string_view>
 
 namespace grpo::train {
 namespace {
@@ -36,6 +41,28 @@ void write_line(std::ofstream& out, const std::string& line, const std::filesyst
 
 double unix_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void drop_records_after(const std::filesystem::path& path, std::int64_t step) {
+  if (!std::filesystem::exists(path)) return;
+  const std::string text = io::read_file(path);
+  constexpr std::string_view kPrefix = "{\"step\":";
+  std::string kept;
+  kept.reserve(text.size());
+  for (std::size_t begin = 0; begin < text.size();) {
+    const std::size_t end = std::min(text.find('\n', begin), text.size());
+    const std::string_view line(text.data() + begin, end - begin);
+    std::int64_t record_step = 0;
+    const bool record = line.starts_with(kPrefix) &&
+                        std::from_chars(line.data() + kPrefix.size(), line.data() + line.size(), record_step).ec ==
+                            std::errc();
+    if (!record || record_step <= step) {
+      kept.append(line);
+      kept.push_back('\n');
+    }
+    begin = end + 1;
+  }
+  io::write_file_atomically(path, [&](std::ostream& out) { out << kept; });
 }
 
 MetricsWriter::MetricsWriter(const std::filesystem::path& path, OpenMode mode)

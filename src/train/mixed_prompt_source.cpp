@@ -34,7 +34,13 @@ MixedPromptSource::MixedPromptSource(MixedPromptSourceOptions options, text::Tok
   std::vector<std::vector<io::Example>> rows(std::max<std::size_t>(1, options.domains.size()));
   auto load = [&](const std::filesystem::path& path) {
     auto data = io::Dataset::load(path, dataset);
-    if (data.skipped_rows() > 0) fmt::print("{}: skipped {} malformed rows\n", path.string(), data.skipped_rows());
+    if (data.skipped_rows() > 0) {  // why, for the first few; then how many more
+      constexpr std::size_t kShown = 5;
+      fmt::print("{}: skipped {} malformed rows\n", path.string(), data.skipped_rows());
+      const auto& reasons = data.skip_reasons();
+      for (std::size_t i = 0; i < std::min(kShown, reasons.size()); ++i) fmt::print("  skipped {}\n", reasons[i]);
+      if (reasons.size() > kShown) fmt::print("  ... and {} more\n", reasons.size() - kShown);
+    }
     return data;
   };
   if (options.domains.empty()) {
@@ -45,24 +51,27 @@ MixedPromptSource::MixedPromptSource(MixedPromptSourceOptions options, text::Tok
       rows[0].insert(rows[0].end(), data.examples().begin(), data.examples().end());
     }
   } else {
-    std::map<std::string, std::size_t, std::less<>> domain_of_tag;
+    std::map<std::string, std::size_t, std::less<>> domain_of_tag, index_of_name;
+    dataset.domains.clear();
     for (std::size_t d = 0; d < options.domains.size(); ++d) {
       const PromptDomain& domain = options.domains[d];
       names_.push_back(domain.name);
+      index_of_name.emplace(domain.name, d);
       const auto tags = domain.tags.empty() ? std::vector<std::string>{domain.name} : domain.tags;
       for (const std::string& tag : tags) {
         GRPO_CHECK_CONFIG(domain_of_tag.emplace(tag, d).second, "{}: domains.{}: tag '{}' is claimed by domain '{}' too",
                           domain.source, domain.name, tag, options.domains[domain_of_tag.at(tag)].name);
-        dataset.domains.emplace(tag, domain.kind);
       }
+      dataset.domains.push_back({domain.name, domain.kind, tags});
     }
+    if (!options.unknown_tag.empty()) io::set_unknown_tag(dataset, options.unknown_tag);
     std::vector<std::filesystem::path> files = options.files;
     for (const auto& d : options.domains) files.insert(files.end(), d.files.begin(), d.files.end());
     GRPO_CHECK_CONFIG(!files.empty(), "a multi-domain run needs --data or a 'data' file in some domain");
     for (const auto& file : files) {
       const auto data = load(file);
-      // The data set checked every row's tag against dataset.domains, so each has a domain.
-      for (const auto& example : data.examples()) rows[domain_of_tag.at(example.tag)].push_back(example);
+      // The data set gave every row a configured domain (its `domain` field, its tag's, or unknown_tag's).
+      for (const auto& example : data.examples()) rows[index_of_name.at(example.domain)].push_back(example);
     }
   }
   for (std::size_t d = 0; d < rows.size(); ++d) {
@@ -175,7 +184,7 @@ Problem MixedPromptSource::problem(const io::Example& example, std::size_t domai
   Problem p;
   text::ChatRenderOptions render;
   render.add_generation_prompt = true;
-  p.prompt_text = tokenizer_.chat_template().render(example.prompt, render);
+  p.prompt_text = example.raw_prompt ? *example.raw_prompt : tokenizer_.chat_template().render(example.prompt, render);
   const auto ids = tokenizer_.encode(p.prompt_text, {.add_special_tokens = false});
   p.prompt_ids.assign(ids.begin(), ids.end());
   p.row = example.row;

@@ -172,6 +172,27 @@ TEST_CASE("r1_zero rejects bad flags and config files with the field at fault", 
   r = r1_zero("--task data", dir);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("--model DIR and --data FILE"));
+  // A value of the wrong type names the flag and the type expected (not a range of 300 digits).
+  for (const auto& [flags, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--steps abc", "--steps: expected an integer, got 'abc'"},
+           {"--steps 1.5", "--steps: expected an integer, got '1.5'"},
+           {"--mu 0", "--mu: expected a number > 0, got '0'"},
+           {"--lr fast", "--lr: expected a number, got 'fast'"},
+           {"--seed -1", "--seed: expected an integer >= 0, got '-1'"},
+           {"--top-p 2", "--top-p: expected a number in [1e-06, 1], got '2'"},
+           {"--reward-weights 1,x", "--reward-weights: expected a number, got 'x'"}}) {
+    r = r1_zero(flags, dir);
+    INFO(flags);
+    CHECK(r.status != 0);
+    CHECK_THAT(r.out, Catch::Contains(expected));
+    CHECK(r.out.find("179769313486231570814527423731704356798070567525844996598917476803157260780028538760589558632766878"
+                     "171540458953514382464234321326889464182768467546703537516986049910576551282076245490090389328944"
+                     "075868508455133942304583236903222948165808559332123348274797826204144723168738177180919299881250"
+                     "404026184124858368") == std::string::npos);
+  }
+  std::ofstream(dir / "bad_type.yaml") << "steps: many\n";
+  r = r1_zero("--config " + (dir / "bad_type.yaml").string(), dir);
+  CHECK_THAT(r.out, Catch::Contains("bad_type.yaml:1: field 'steps'") && Catch::Contains("expected an integer"));
 }
 
 TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resume equals an uninterrupted run",
@@ -566,6 +587,17 @@ TEST_CASE("r1_zero DAPO dynamic sampling and context-lengthening stages on the t
     INFO("step " << step);
     CHECK(deterministic(resumed_metrics.at(step)) == deterministic(metrics.at(step)));
   }
+  // As after a crash past the last checkpoint: steps 7 and 8 run again, and metrics.jsonl keeps one record per step.
+  fs::remove_all(resumed / "checkpoints" / "checkpoint-8");
+  fs::remove_all(resumed / "checkpoints" / "checkpoint-7");
+  REQUIRE(r1_zero(args + " --steps 8 --resume", resumed).status == 0);
+  std::map<std::int64_t, int> records;  // training records (evaluations are records of their own) per step
+  std::ifstream lines(resumed / "metrics.jsonl");
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("eval/") == std::string::npos) ++records[std::stoll(line.substr(line.find(':') + 1))];
+  }
+  for (std::int64_t step = 1; step <= 8; ++step) CHECK(records[step] == 1);
+  CHECK(deterministic(read_metrics(resumed).at(8)) == deterministic(metrics.at(8)));
 }
 
 TEST_CASE("r1_zero overlapped reward scoring gives the same step metrics as sequential scoring", "[examples][recipes]") {

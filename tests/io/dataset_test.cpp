@@ -410,6 +410,66 @@ TEST_CASE("ROLL multi-domain rows: tag, difficulty, id and the fields of each do
   CHECK(math_only[0].difficulty == 4.5);
 }
 
+TEST_CASE("ROLL rows as ROLL ships them: judge rows, prompt rows, the domain field and unknown tags",
+          "[io][dataset][domains]") {
+  // ROLL's multi-subject judge file: tag RLVR, a system message and the question, ground_truth only.
+  const std::string judge_row =
+      R"({"id": "j1", "tag": "RLVR", "messages": "[{\"role\": \"system\", \"content\": \"Answer briefly.\"}, )"
+      R"({\"role\": \"user\", \"content\": \"Which gas do plants absorb?\"}]", "ground_truth": "CO2"})";
+  // data_args.prompt instead of messages; a `domain` field wins over the tag (ROLL's update_dataset_domain).
+  const std::string prompt_row = R"({"id": "p1", "tag": "deepmath", "prompt": "1 + 1 = ?", "ground_truth": "2"})";
+  const std::string domain_row = R"({"id": "d1", "tag": "whatever", "domain": "judge", "prompt": "Capital of )"
+                                 R"(France?", "ground_truth": "Paris"})";
+  const std::string unknown_row = R"({"id": "u1", "tag": "olympiad", "prompt": "2 + 2 = ?", "ground_truth": "4"})";
+  DatasetOptions options;
+  options.domains = {{"math_rule", grpo::io::DomainKind::math, {"deepmath", "aime"}},
+                     {"judge", grpo::io::DomainKind::general, {"RLVR"}}};
+  const std::string text = judge_row + "\n" + prompt_row + "\n" + domain_row + "\n";
+  const Dataset data = Dataset::parse(text, "roll.jsonl", options);
+  REQUIRE(data.size() == 3);
+  CHECK(data[0].domain == "judge");
+  CHECK(data[0].ground_truth == "CO2");
+  CHECK(data[0].prompt.size() == 2);
+  CHECK(!data[0].raw_prompt);
+  CHECK(data[1].domain == "math_rule");
+  CHECK(data[1].raw_prompt == "1 + 1 = ?");  // used as it is, no chat template
+  REQUIRE(data[1].prompt.size() == 1);
+  CHECK(data[1].prompt[0].role == "user");
+  CHECK(data[2].domain == "judge");
+  CHECK(data[2].tag == "whatever");
+  // A `domain` field naming no configured domain leaves the choice to the tag (ROLL's benchmark rows say
+  // domain math_rule, tag aime2024, and a run may configure domains by tag).
+  CHECK(Dataset::parse(R"({"domain": "math", "tag": "aime", "prompt": "1 + 2", "ground_truth": "3"})", "r.jsonl",
+                       options)[0].domain == "math_rule");
+
+  // A tag no domain claims: an error by default, skipped (and counted, with the reason), or sent to a domain.
+  const std::string with_unknown = text + unknown_row + "\n";
+  CHECK_THAT(parse_error_of([&] { Dataset::parse(with_unknown, "roll.jsonl", options); }),
+             Catch::Contains("roll.jsonl:4: tag 'olympiad' is not a configured domain") &&
+                 Catch::Contains("math_rule (tags deepmath, aime), judge (tags RLVR)") && Catch::Contains("unknown_tag"));
+  DatasetOptions skip = options;
+  grpo::io::set_unknown_tag(skip, "skip");
+  const Dataset skipped = Dataset::parse(with_unknown, "roll.jsonl", skip);  // on_bad_row stop: skipped anyway
+  CHECK(skipped.size() == 3);
+  REQUIRE(skipped.skip_reasons().size() == 1);
+  CHECK_THAT(skipped.skip_reasons()[0], Catch::StartsWith("roll.jsonl:4: tag 'olympiad'"));
+  DatasetOptions to_math = options;
+  grpo::io::set_unknown_tag(to_math, "math");  // no domain is called math: the first math domain, as ROLL does
+  CHECK(to_math.unknown_tag_domain == "math_rule");
+  const Dataset routed = Dataset::parse(with_unknown, "roll.jsonl", to_math);
+  REQUIRE(routed.size() == 4);
+  CHECK(routed[3].domain == "math_rule");
+  CHECK(routed[3].ground_truth == "4");
+  grpo::io::set_unknown_tag(to_math, "judge");
+  CHECK(Dataset::parse(with_unknown, "roll.jsonl", to_math)[3].domain == "judge");
+  CHECK_THROWS_WITH(grpo::io::set_unknown_tag(to_math, "poetry"),
+                    Catch::Contains("unknown_tag: 'poetry' is neither error, skip nor a configured domain"));
+  DatasetOptions twice = options;
+  twice.domains.push_back({"again", grpo::io::DomainKind::math, {"aime"}});
+  CHECK_THROWS_WITH(Dataset::parse(text, "roll.jsonl", twice),
+                    Catch::Contains("tag 'aime' is claimed by domain 'math_rule' and by 'again'"));
+}
+
 TEST_CASE("ROLL multi-domain rows: bad rows name file:line, the field and the tag", "[io][dataset][domains]") {
   struct Case {
     std::string row;
@@ -417,8 +477,12 @@ TEST_CASE("ROLL multi-domain rows: bad rows name file:line, the field and the ta
   };
   const std::vector<Case> cases = {
       {roll_row(R"("tag": "poetry", "ground_truth": "1")"),
-       {"tag 'poetry' is not a configured domain (configured: code, general, math)"}},
-      {roll_row(R"("ground_truth": "1")"), {"missing field 'tag'", "code, general, math"}},
+       {"tag 'poetry' is not a configured domain (configured: math, code, general"}},
+      {roll_row(R"("ground_truth": "1")"), {"missing field 'tag'", "math, code, general"}},
+      {roll_row(R"("domain": "poetry", "tag": "verse", "ground_truth": "1")"),
+       {"tag 'verse' is not a configured domain (nor is its field 'domain', 'poetry')"}},
+      {roll_row(R"("domain": "poetry", "ground_truth": "1")"),
+       {"field 'domain': 'poetry' is not a configured domain, and the row has no 'tag'"}},
       {roll_row(R"("tag": ["math"], "ground_truth": "1")"), {"field 'tag' should be text"}},
       {roll_row(R"("tag": "math")"), {"tag 'math': field 'ground_truth' is missing"}},
       {roll_row(R"("tag": "math", "ground_truth": " ")"), {"tag 'math': field 'ground_truth' is empty"}},
@@ -440,7 +504,10 @@ TEST_CASE("ROLL multi-domain rows: bad rows name file:line, the field and the ta
        {"tag 'code': field 'test_cases' cannot be read"}},
       {roll_row(R"("tag": "code", "case_type": "interactive", "test_cases": [{"input": "1", "expected_output": "1"}])"),
        {"tag 'code': field 'test_cases' cannot be read", "case_type 'interactive'"}},
-      {roll_row(R"("tag": "general")"), {"tag 'general': field 'evaluation_criteria' is missing"}},
+      {roll_row(R"("tag": "general")"), {"tag 'general': general rows need 'ground_truth'", "or 'evaluation_criteria'"}},
+      {roll_row(R"("tag": "general", "ground_truth": " ")"), {"tag 'general': field 'ground_truth' is empty"}},
+      {R"({"tag": "math", "ground_truth": "1"})", {"tag 'math': missing field 'messages'"}},
+      {R"({"prompt": " ", "tag": "math", "ground_truth": "1"})", {"tag 'math': field 'prompt' is empty"}},
       {roll_row(R"("tag": "general", "evaluation_criteria": [])"),
        {"tag 'general': field 'evaluation_criteria' is an empty list"}},
       {roll_row(R"("tag": "general", "evaluation_criteria": "be nice")"),
@@ -504,7 +571,7 @@ TEST_CASE("ROLL multi-domain rows: detection, configuration errors, concat", "[i
   REQUIRE(code.size() == 1);
   CHECK(code[0].tag == "code");
   CHECK_THAT(parse_error_of([&] { Dataset::parse(R"({"problem": "p", "solution": "s"})", "d.jsonl", detect); }),
-             Catch::StartsWith("d.jsonl:1: DatasetOptions::domains (code, general, math) need ROLL rows"));
+             Catch::StartsWith("d.jsonl:1: DatasetOptions::domains (math, code, general) need ROLL rows"));
   // Without domains, messages + tag alone is not a format.
   CHECK_THROWS_AS(Dataset::parse(roll_row(R"("tag": "code")"), "d.jsonl"), grpo::ParseError);
 
@@ -556,7 +623,7 @@ TEST_CASE("ROLL math benchmarks (tests/data/datasets) with configured domains", 
   // The whole file: every row has a configured tag; without MATH-500 those rows are skipped and counted.
   const Dataset all = Dataset::load(file, options);
   CHECK(all.size() == 560);
-  options.domains.erase("MATH-500");
+  std::erase_if(options.domains, [](const grpo::io::DatasetDomain& d) { return d.name == "MATH-500"; });
   options.on_bad_row = BadRowPolicy::skip;
   const Dataset aime = Dataset::load(file, options);
   CHECK(aime.size() == 60);

@@ -213,6 +213,54 @@ TEST_CASE("assert-style tests: asserts, test functions, unittest classes, check(
   CHECK(value_of(reward, fenced("def inc(x):\n    return x\n"), check_candidate) == 0.0f);
 }
 
+TEST_CASE("ROLL check-based rows: import_prefix, one test per assert line, check(Solution().method)",
+          "[rewards][code]") {
+  // As ROLL's KodCode/LeetCode rows: the checker's header, then one assert per line; the entry point an expression.
+  auto leetcode = std::make_shared<Row>(Row::from_json(
+      R"({"case_type": "check_based", "test_case_function": "None", "test_cases": "[{\"assert_code\": \"def )"
+      R"(check(candidate):\\n    assert candidate([2, 7, 11, 15], 9) == [0, 1]\\n    assert candidate([3, 2, 4], 6) )"
+      R"(== [1, 2]\\n\\n    assert candidate([3, 3], 6) == [0, 1]\\n\", \"entry_point\": )"
+      R"(\"Solution().twoSum\", \"import_prefix\": \"from typing import List\\n\"}]"})"));
+  const auto tests = parse_code_tests(*leetcode);
+  REQUIRE(tests.has_value());
+  CHECK(tests->kind == TestKind::assertion);
+  REQUIRE(tests->cases.size() == 3);  // the blank line is not a test
+  CHECK(tests->cases[0].input ==
+        "def check(candidate):\n    assert candidate([2, 7, 11, 15], 9) == [0, 1]\ncheck(Solution().twoSum)\n");
+  CHECK(tests->import_prefix == "from typing import List\n");
+  const std::string solution =
+      "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+      "        seen = {}\n        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+      "                return [seen[target - x], i]\n            seen[x] = i\n";
+  const CodeTestsReward& reward = shared_reward();  // no prelude: List comes from import_prefix alone
+  CHECK(value_of(reward, fenced(solution), leetcode) == 1.0f);
+  // Right only when the pair is at the front: two tests of three.
+  CHECK(value_of(reward, fenced("class Solution:\n    def twoSum(self, nums: List[int], target: int):\n"
+                                "        return [0, 1]\n"),
+                 leetcode) == Approx(2.0 / 3.0));
+  CHECK(value_of(reward, fenced("class Solution:\n    def twoSum(self, nums, target):\n        return []\n"),
+                 leetcode) == 0.0f);
+}
+
+TEST_CASE("ROLL text rows: IFEval-style asserts on the response, which cannot break out of its string",
+          "[rewards][code]") {
+  auto ifeval = std::make_shared<Row>(Row::from_json(
+      R"({"case_type": "text", "test_cases": "[{\"assert_code\": \"assert len({response}.split()) <= 5\"}, )"
+      R"({\"assert_code\": \"assert {response}.strip().endswith('!')\"}]"})"));
+  const auto tests = parse_code_tests(*ifeval);
+  REQUIRE(tests.has_value());
+  CHECK(tests->kind == TestKind::text);
+  const CodeTestsReward& reward = shared_reward();
+  CHECK(value_of(reward, "<think>Be short and loud, with many many words here.</think>Hello there, world!", ifeval) ==
+        1.0f);  // the reasoning is not the response
+  CHECK(value_of(reward, "Hello there, my dear old world!", ifeval) == Approx(0.5));
+  CHECK(value_of(reward, "Hello there", ifeval) == Approx(0.5));
+  // Quotes and code in the response stay text. Pasted between triple quotes (ROLL), this response turns both checks
+  // into checks of 'a!' and passes them; as text it is 7 words not ending in '!'.
+  CHECK(value_of(reward, "a''' + '!' if True else '''b", ifeval) == 0.0f);
+  CHECK(value_of(reward, "x\"\"\"; import os; os._exit(0); \"\"\"", ifeval) == Approx(0.5));
+}
+
 TEST_CASE("call-based tests: functions and Solution methods, JSON return values with tolerance", "[rewards][code]") {
   auto row = std::make_shared<Row>(Row::from_json(
       R"({"case_type": "input", "test_case_function": "half", "test_cases": [{"input": "3", "expected_output": "1.5"}, {"input": "[1, 2]", "expected_output": "[0.5, 1.0]"}]})"));

@@ -186,6 +186,25 @@ TEST_CASE("DomainRewards scores each completion with its own domain's reward set
   CHECK(scores.per_domain[3].total.empty());
 }
 
+TEST_CASE("DomainRewards routes by Completion::domain when the caller decided it, not by the tag again",
+          "[rewards][domains]") {
+  Fixture f;
+  const DomainRewards rewards(f.specs());
+  // Tagged "math" but routed to poetry (domain 3) by the prompt source (a `domain` field, or unknown_tag routing),
+  // and an untagged row routed to code (domain 1).
+  std::vector<Completion> batch = {completion("right", tagged("math"), 0), completion("0.5", nullptr, 1)};
+  batch[0].domain = 3;
+  batch[1].domain = 1;
+  const DomainScores scores = rewards.score(batch);
+  CHECK(scores.domain == std::vector<std::size_t>{3, 1});
+  CHECK(f.accuracy->calls == 0);
+  CHECK(f.meter->calls == 1);
+  CHECK(f.tests->calls == 1);
+  require_values(scores.per_domain[3].total, {1.0});
+  batch[1].domain = 4;
+  CHECK_THROWS_WITH(rewards.score(batch), Catch::Contains("is in domain 4, but there are 4 domains"));
+}
+
 TEST_CASE("DomainRewards summaries and metrics, by hand", "[rewards][domains]") {
   Fixture f;
   const DomainRewards rewards(f.specs());

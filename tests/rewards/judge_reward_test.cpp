@@ -133,6 +133,30 @@ TEST_CASE("JudgeReward builds the request from the row and scores the verdicts",
   CHECK_THROWS_WITH(JudgeReward(options, backend), Catch::Contains("{response}"));
 }
 
+TEST_CASE("JudgeReward on a ROLL judge row: the user's question and the reference, never the system text",
+          "[rewards][judge]") {
+  auto backend = std::make_shared<ScriptedBackend>(std::vector<std::optional<std::string>>{"Verdict: yes"});
+  JudgeReward reward({}, backend);
+  // ROLL's multi-subject RLVR rows: a system instruction, then the question; ground_truth only (no criteria).
+  const auto row = std::make_shared<Row>(Row::from_json(
+      R"({"tag": "RLVR", "prompt": "SYSTEM-TEXT", "messages": "[{\"role\": \"system\", \"content\": )"
+      R"(\"SYSTEM-TEXT: reason step by step.\"}, {\"role\": \"user\", \"content\": \"Which gas do plants )"
+      R"(absorb?\"}, {\"role\": \"assistant\", \"content\": \"Earlier turn.\"}, {\"role\": \"user\", )"
+      R"(\"content\": \"Answer with a formula.\"}]", "ground_truth": "CO2"})"));
+  Completion c = completion("It is CO2.", row);
+  c.prompt = "<|im_start|>system\nSYSTEM-TEXT ...";  // the rendered prompt is not what the judge reads either
+  const JudgeRequest request = reward.request_for(c);
+  CHECK(request.user.find("Question:\nAnswer with a formula.\n") != std::string::npos);  // the last user turn
+  CHECK(request.user.find("Reference answer:\nCO2") != std::string::npos);
+  CHECK(request.user.find("SYSTEM-TEXT") == std::string::npos);
+  CHECK(request.user.find(JudgeOptions{}.default_criteria) != std::string::npos);  // no criteria in the row
+  // A row without a chat: the question fields, then the completion's prompt.
+  CHECK(reward.request_for(completion("x", judge_row())).user.find("Name the capital of France.") != std::string::npos);
+  Completion bare = completion("x", std::make_shared<Row>(Row::from_json(R"({"ground_truth": "1"})")));
+  bare.prompt = "What is 0 + 1?";
+  CHECK(reward.request_for(bare).user.find("Question:\nWhat is 0 + 1?") != std::string::npos);
+}
+
 TEST_CASE("HTTP judge: request shape, key from the environment, verdicts", "[rewards][judge][http]") {
   FakeServer server({{200, chat_body("Verdict: yes")}});
   ::setenv("GRPO_TEST_JUDGE_KEY", "sk-test-123", 1);

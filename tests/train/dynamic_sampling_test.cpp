@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
 #include <grpo/train/dynamic_sampling.hpp>
+#include <grpo/train/grpo_trainer.hpp>
+#include <grpo/loss/recipes.hpp>
+#include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -136,5 +140,159 @@ TEST_CASE("dynamic sampling: one rank keeps exactly the groups two or three rank
     const auto one = run_step(policy, step, 1, options, 7, 4);
     CHECK(run_step(policy, step, 2, options, 7, 4) == one);
     CHECK(run_step(policy, step, 3, options, 7, 4) == one);
+  }
+}
+
+TEST_CASE("dynamic sampling per domain: each domain fills its share of the first round, whoever has spread",
+          "[train][dynamic_sampling]") {
+  // A round of 10 prompts: domain 0 (6 prompts) always has spread, domain 1 (3) once per round, domain 2 (1) never.
+  const std::vector<std::size_t> domains = {0, 1, 0, 0, 1, 0, 0, 1, 0, 2};
+  auto round = [&](std::int64_t) {
+    std::vector<std::uint8_t> spread(domains.size());
+    for (std::size_t i = 0; i < domains.size(); ++i) spread[i] = domains[i] == 0 || i == 4;
+    return spread;
+  };
+  // P = 5: quotas 5·6/10 = 3, 5·3/10 = 1.5 → 1 or 2, 5·1/10 = 0.5 → largest remainders (ties to the lower index).
+  GroupCollector shared({.target_groups = 5, .max_rounds = 6});
+  GroupCollector per_domain({.target_groups = 5, .max_rounds = 6, .per_domain = true});
+  const auto first = round(0);
+  const auto kept_shared = shared.add_round(first, domains);
+  CHECK(shared.done());  // the first five informative groups, all but one from domain 0
+  CHECK(shared.kept_by_domain() == std::vector<std::int64_t>{4, 1, 0});
+  CHECK(std::count(kept_shared.begin(), kept_shared.end(), 1) == 5);
+
+  per_domain.add_round(first, domains);
+  CHECK(per_domain.quota(0) == 3);
+  CHECK(per_domain.quota(1) == 2);  // remainders 0.5 and 0.5: the lower index wins
+  CHECK(per_domain.quota(2) == 0);
+  CHECK(per_domain.kept_by_domain() == std::vector<std::int64_t>{3, 1, 0});
+  CHECK(!per_domain.done());
+  // The second round fills domain 1's quota and no more; domain 0 takes nothing further.
+  const auto second = per_domain.add_round(round(1), domains);
+  CHECK(per_domain.kept_by_domain() == std::vector<std::int64_t>{3, 2, 0});
+  CHECK(per_domain.done());
+  CHECK(per_domain.train());
+  for (std::size_t i = 0; i < domains.size(); ++i) {
+    if (domains[i] != 1) CHECK(second[i] == 0);
+  }
+  CHECK(per_domain.generated_by_domain() == std::vector<std::int64_t>{12, 6, 2});
+  CHECK_THROWS_AS(per_domain.add_round(round(2), domains), grpo::Error);
+  GroupCollector mismatched({.target_groups = 5, .per_domain = true});
+  CHECK_THROWS_AS(mismatched.add_round(first, std::vector<std::size_t>{0, 1}), grpo::Error);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Through GrpoTrainer: the filter metric, and per-domain quotas on a two-domain source.
+
+namespace {
+
+/// Prompts [t] from two domains, alternating "easy" (t in 1..3) and "hard" (t in 4..6), or one domain.
+struct TwoDomainTask final : PromptSource {
+  bool two = true;
+  std::int64_t drawn = 0;
+  std::vector<Problem> held;
+  std::vector<Problem> train_batch(std::int64_t, std::int64_t count) override {
+    std::vector<Problem> out;
+    for (std::int64_t i = 0; i < count; ++i, ++drawn) {
+      const std::size_t domain = two ? static_cast<std::size_t>(drawn % 2) : 0;
+      const std::int64_t t = 1 + 3 * static_cast<std::int64_t>(domain) + drawn % 3;
+      out.push_back({.prompt_ids = {t}, .prompt_text = std::to_string(t),
+                     .row = std::make_shared<const grpo::rewards::Row>(
+                         grpo::rewards::Row{{"t", std::to_string(t)}, {"tag", domain ? "hard" : "easy"}}),
+                     .domain = domain});
+    }
+    return out;
+  }
+  const std::vector<Problem>& held_out() const override { return held; }
+  std::string decode(std::span<const std::int64_t> ids) const override {
+    std::string out;
+    for (const auto id : ids) out += std::to_string(id);
+    return out;
+  }
+  std::vector<std::int64_t> eos_token_ids() const override { return {7}; }
+  std::int64_t pad_token_id() const override { return 0; }
+  std::vector<std::string> domain_names() const override {
+    return two ? std::vector<std::string>{"easy", "hard"} : std::vector<std::string>{"data"};
+  }
+};
+
+GrpoTrainerOptions filter_options() {
+  GrpoTrainerOptions o{.steps = 3, .prompts_per_step = 4, .group_size = 4, .seed = 3};
+  o.sampling.max_new_tokens = 2;
+  o.loss = grpo::recipes::grpo();
+  o.dynamic_sampling_max_rounds = 12;
+  o.learning_rate = 0.0;  // the policy stays put: every step samples from the same distribution
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("GrpoTrainer dynamic sampling: the filter metric, and per-domain quotas that keep the mix",
+          "[train][dynamic_sampling][trainer]") {
+  torch::manual_seed(5);
+  const grpo::models::CausalLM model(grpo::testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32}));
+  ProcessGroup group{ProcessGroupOptions{}};
+  // "accuracy" never varies within a group (0 for all), "noise" does: the total spreads, the correctness never.
+  {
+    auto accuracy = grpo::rewards::make_reward("accuracy", [](const grpo::rewards::Completion&) { return 0.0; });
+    auto noise = grpo::rewards::make_reward("noise", [](const grpo::rewards::Completion& c) {
+      return c.text.empty() ? 0.0 : static_cast<double>(c.text[0] % 2);
+    });
+    StepScorer scorer(grpo::rewards::RewardSet({{accuracy, 1.0}, {noise, 0.5}}));
+    std::map<std::string, double> kept;
+    for (const std::string metric : {"total", "accuracy", "noise"}) {
+      TwoDomainTask task;
+      task.two = false;
+      auto options = filter_options();
+      options.dynamic_sampling_max_rounds = 2;
+      options.dynamic_sampling_metric = metric;
+      GrpoTrainer trainer(grpo::models::deep_copy(model), task, scorer, group, options);
+      kept[metric] = trainer.step(1).by_name.at("dynamic_sampling/kept_groups");
+    }
+    CHECK(kept.at("total") == 4.0);
+    CHECK(kept.at("noise") == 4.0);
+    CHECK(kept.at("accuracy") == 0.0);  // DAPO's acc: no group has right and wrong answers
+    TwoDomainTask task;
+    auto options = filter_options();
+    options.dynamic_sampling_metric = "novelty";
+    GrpoTrainer trainer(grpo::models::deep_copy(model), task, scorer, group, options);
+    CHECK_THROWS_WITH(trainer.step(1), Catch::Contains("dynamic_sampling_metric: 'novelty'") &&
+                                           Catch::Contains("labels: accuracy, noise"));
+  }
+  // Two domains: "easy" rows spread often (the first token's parity), "hard" rows seldom (the first token must be
+  // the prompt's). Shared filtering lets easy groups fill the batch; per domain each keeps its 2 of 4.
+  auto reward = grpo::rewards::make_reward("accuracy", [](const grpo::rewards::Completion& c) {
+    if (c.text.empty()) return 0.0;
+    if (c.row->text("tag") == "easy") return static_cast<double>(c.text[0] % 2);
+    return c.text.substr(0, 1) == c.row->text("t") ? 1.0 : 0.0;
+  });
+  StepScorer scorer(grpo::rewards::RewardSet({{reward, 1.0}}));
+  for (const bool per_domain : {false, true}) {
+    TwoDomainTask task;
+    auto options = filter_options();
+    options.dynamic_sampling_per_domain = per_domain;
+    GrpoTrainer trainer(grpo::models::deep_copy(model), task, scorer, group, options);
+    double easy = 0.0, hard = 0.0;
+    for (std::int64_t step = 1; step <= 3; ++step) {
+      const auto report = trainer.step(step);
+      const auto& m = report.by_name;
+      INFO("per_domain " << per_domain << " step " << step);
+      const double rounds = m.at("dynamic_sampling/rounds");
+      // Every generated group is kept or dropped, in its domain (each round draws 2 + 2).
+      CHECK(m.at("dynamic_sampling/easy/kept_groups") + m.at("dynamic_sampling/easy/dropped_groups") == 2 * rounds);
+      CHECK(m.at("dynamic_sampling/hard/kept_groups") + m.at("dynamic_sampling/hard/dropped_groups") == 2 * rounds);
+      easy += m.at("dynamic_sampling/easy/kept_groups");
+      hard += m.at("dynamic_sampling/hard/kept_groups");
+      if (per_domain) {
+        CHECK(m.at("dynamic_sampling/easy/kept_groups") <= 2.0);
+        CHECK(m.at("dynamic_sampling/hard/kept_groups") <= 2.0);
+      }
+    }
+    if (per_domain) {
+      CHECK(easy == 6.0);
+      CHECK(hard == 6.0);
+    } else {
+      CHECK(easy > hard);  // the filter alone skews the mix towards the domain that spreads
+    }
   }
 }

@@ -99,3 +99,27 @@ TEST_CASE("CompletionTableWriter escapes strings and writes missing rewards as n
         });
   fs::remove_all(dir);
 }
+
+TEST_CASE("drop_records_after keeps the records up to a resumed step and every other line", "[train][metrics]") {
+  const fs::path dir = fresh_dir("grpo_metrics_drop_test");
+  const fs::path path = dir / "metrics.jsonl";
+  grpo::train::drop_records_after(path, 3);  // no file yet: nothing happens
+  CHECK(!fs::exists(path));
+  {
+    MetricsWriter writer(path);
+    for (std::int64_t step : {0, 1, 2, 3, 10, 4, 12}) writer.write(step, {{"x", static_cast<double>(step)}}, 1.0);
+  }
+  std::ofstream(path, std::ios::app) << "a line of someone else's\n";
+  grpo::train::drop_records_after(path, 3);
+  CHECK(read_lines(path) == std::vector<std::string>{
+                                R"({"step":0,"wall_time":1,"x":0})", R"({"step":1,"wall_time":1,"x":1})",
+                                R"({"step":2,"wall_time":1,"x":2})", R"({"step":3,"wall_time":1,"x":3})",
+                                "a line of someone else's"});
+  // The resumed run appends after them.
+  {
+    MetricsWriter resumed(path);
+    resumed.write(4, {}, 2.0);
+  }
+  CHECK(read_lines(path).back() == R"({"step":4,"wall_time":2})");
+  fs::remove_all(dir);
+}

@@ -4,16 +4,19 @@
 //
 // Formats (the field names of the published data sets):
 //   roll    ROLL RLVR rows: `messages` (a JSON *string* holding the chat list [{"role", "content"}, ...]; an actual
-//           JSON list is accepted too), `ground_truth` (string, number, or an object {"steps": [...], "final_answer"}),
-//           `id`, `tag` (the domain), `difficulty` (a number or a string holding one); every field stays in the row.
-//           With DatasetOptions::domains, each row's `tag` picks its domain kind and the fields that kind needs
-//           (math: ground_truth; code: test_cases; general: evaluation_criteria); see DomainKind.
+//           JSON list is accepted too) or, instead, `prompt` (text used as the prompt as it is, without the chat
+//           template, as ROLL's data_args.prompt), `ground_truth` (string, number, or an object {"steps": [...],
+//           "final_answer"}), `id`, `tag`, `domain`, `difficulty` (a number or a string holding one); every field
+//           stays in the row. With DatasetOptions::domains, each row's domain (its `domain` field when that names a
+//           configured domain, as ROLL prefers it, else the domain claiming its `tag`) decides its kind and the fields that kind needs (math:
+//           ground_truth; code: test_cases; general: ground_truth or evaluation_criteria); see DomainKind.
 //   trl     TRL / open-r1 NuminaMath-TIR rows: `problem` (one user message), `solution` (the worked solution, the
 //           ground truth as TRL's accuracy reward parses it).
 //   gsm8k   `question` (one user message), `answer` ending in "#### N": ground truth = N with thousands separators
 //           removed ("#### 1,600" → "1600"), as verl's gsm8k preprocessing does.
 //   fields  any other data: DatasetOptions::prompt_field / answer_field name the fields.
-//   detect  decided per file from the fields of its first row (messages+ground_truth → roll, and messages+tag when
+//   detect  decided per file from the fields of its first row (messages or prompt, with ground_truth → roll, or with
+//           tag or domain when
 //           domains are configured; problem+solution → trl, question+answer → gsm8k), otherwise an error asking for a
 //           format.
 //
@@ -62,8 +65,8 @@ enum class DomainKind {
   math,     ///< `ground_truth`: text, a number, or {"steps": [text, ...], "final_answer": text or number}
   code,     ///< `test_cases` readable by rewards::parse_code_tests (a list, or a JSON string holding one, of
             ///< {"input", "expected_output"} or assert code; with `case_type`, `test_case_function`); no ground truth
-  general,  ///< `evaluation_criteria`: a non-empty list of strings (or a JSON string holding one) for the LLM judge;
-            ///< `ground_truth` optional (a reference answer)
+  general,  ///< for the LLM judge: `ground_truth` (the reference answer, ROLL's judge rows) and/or
+            ///< `evaluation_criteria` (a non-empty list of strings, or a JSON string holding one); at least one
 };
 
 namespace detail {
@@ -85,6 +88,20 @@ constexpr std::string_view to_string(DomainKind kind) {
   return ::grpo::detail::enum_name(kind, detail::kDomainKindNames);
 }
 
+/// One domain of multi-domain ROLL data: the rows it claims and the fields they need.
+struct DatasetDomain {
+  std::string name;
+  DomainKind kind = DomainKind::math;
+  std::vector<std::string> tags;  ///< row tags it claims; empty = {name}
+};
+
+/// What happens to a row whose domain is not configured (no domain claims its tag, or its `domain` field names none).
+enum class UnknownTag {
+  error,      ///< a bad row (on_bad_row decides: stop with file:line, or skip and count it)
+  skip,       ///< left out and counted with the skipped rows (its reason logged)
+  to_domain,  ///< goes to DatasetOptions::unknown_tag_domain (ROLL sends such rows to its math_rule domain)
+};
+
 /// What to do with a row that does not parse or lacks a field the format needs.
 enum class BadRowPolicy {
   stop,  ///< throw grpo::ParseError naming file:line and the field
@@ -102,13 +119,21 @@ struct DatasetOptions {
   /// When not empty, prepended as a "system" message to prompts that are plain text (trl, gsm8k, fields without
   /// prompt_is_chat). Chat-list prompts (roll) carry their own system message and are left as they are.
   std::string system_prompt;
-  /// ROLL multi-domain data (format roll or detect): tag → kind. When not empty, every row must have a `tag` in this
-  /// map and the fields its kind needs (see DomainKind); a row that does not is a bad row ("data.jsonl:7: tag 'code':
-  /// field 'test_cases' ..."), handled by on_bad_row. Empty: no tag check, and every roll row needs a ground_truth.
-  /// Code rows are checked with rewards::parse_code_tests's default field names (test_cases, case_type,
-  /// test_case_function). A general row's criteria given as a JSON string are stored in the row as the list.
-  std::map<std::string, DomainKind, std::less<>> domains;
+  /// ROLL multi-domain data (format roll or detect). When not empty, every row belongs to one domain (Example::domain)
+  /// and must carry the fields its kind needs (see DomainKind); a row that does not is a bad row ("data.jsonl:7: tag
+  /// 'code': field 'test_cases' ..."), handled by on_bad_row. A tag claimed by two domains is a ConfigError. Empty: no
+  /// domain check, and every roll row needs a ground_truth. Code rows are checked with rewards::parse_code_tests's
+  /// default field names (test_cases, case_type, test_case_function). A general row's criteria given as a JSON string
+  /// are stored in the row as the list.
+  std::vector<DatasetDomain> domains;
+  UnknownTag unknown_tag = UnknownTag::error;
+  std::string unknown_tag_domain;  ///< with UnknownTag::to_domain: a configured domain's name
 };
+
+/// Parses r1_zero's --unknown-tag value into `options`: "error", "skip", or a configured domain's name (the rows go
+/// there); "math" also names the first domain of kind math when no domain is called "math". ConfigError listing the
+/// choices otherwise.
+void set_unknown_tag(DatasetOptions& options, std::string_view value);
 
 /// One prompt of a data set.
 ///
@@ -118,12 +143,16 @@ struct DatasetOptions {
 /// when the object has no "steps"). The JSON type decides: a string such as "{1, 2}" stays a string.
 struct Example {
   std::vector<text::ChatMessage> prompt;  ///< the chat the model is asked to continue
+  /// ROLL rows with `prompt` instead of `messages`: that text, which is the prompt as it is (no chat template);
+  /// `prompt` holds it as one user message.
+  std::optional<std::string> raw_prompt;
   std::string ground_truth;               ///< the gold answer the accuracy reward compares with ("" for a code or
                                           ///< general row without one)
   std::shared_ptr<const rewards::Row> row;  ///< every field of the source row (for rewards::Completion::row)
   std::string source;                     ///< "file:line" (JSON lines) or "file[index]" (JSON array)
   std::string id;                         ///< the row's `id` as text (7 → "7"); `source` when absent or empty
-  std::string tag;                        ///< the row's `tag` (the ROLL domain); "" when absent
+  std::string tag;                        ///< the row's `tag`; "" when absent
+  std::string domain;                     ///< with DatasetOptions::domains, the name of the row's domain; else ""
   /// The row's `difficulty`: a number, or a string holding one ("4.5"); nullopt when absent or blank. In the roll
   /// format any other value is a bad row; other formats leave a non-numeric difficulty in the row only.
   std::optional<double> difficulty;

@@ -14,7 +14,14 @@
 //    with "assert_code"), each run after the program; a test passes when it runs to its end. After the test code,
 //    `test_case_function` (when set) is called — with the row's `entry_point` function as its argument when the row
 //    names one (HumanEval's check(candidate)) — else every `test_*` function and unittest.TestCase it defines runs.
-//    The expected outputs never enter the sandbox, so a program cannot read them.
+//    The expected outputs never enter the sandbox, so a program cannot read them;
+//  - check-based (ROLL `case_type` "check_based", LeetCode style): `test_cases: [{"assert_code", "entry_point",
+//    "import_prefix"}]`; the first line of assert_code is the checker's header (`def check(candidate):`) and each
+//    further line one test, run as header + line + `check(<entry_point>)` (entry_point an expression such as
+//    `Solution().twoSum`, default `candidate`), after import_prefix + prelude + the program (ROLL's order);
+//  - text (ROLL `case_type` "text", IFEval-style): assert code on the response itself, `{response}` standing for the
+//    completion's text after its last </think> (no code block). ROLL pastes the text between triple quotes; here it
+//    is a string variable, so a response cannot break out of the quotes and rewrite the check.
 // Scores: pass rate (ROLL continuous / open-r1 `code`), all-or-nothing (rLLM), or Codeforces-style weighted
 // pass/fail + 0.1·rate (open-r1 `cf_code` weighted_sum).
 #pragma once
@@ -45,7 +52,7 @@ enum class OutputComparison {
   float_tolerance,  ///< whitespace-separated tokens; numeric tokens equal within the tolerance, others exactly
 };
 
-enum class TestKind { stdin_stdout, call, assertion };
+enum class TestKind { stdin_stdout, call, assertion, text };
 
 struct CodeTestCase {
   std::string input;            ///< stdin, call arguments (JSON lines), or the assert code
@@ -58,6 +65,7 @@ struct CodeTests {
   std::vector<CodeTestCase> cases;
   std::string function;     ///< call-based: the function (or Solution method); assertion: the test function
   std::string entry_point;  ///< assertion tests: the program's function passed to `function`
+  std::string import_prefix;  ///< check-based tests: code put before the prelude and the program
 };
 
 struct CodeTestsOptions {

@@ -142,9 +142,10 @@ class DomainRewards {
 
   /// Scores each domain's completions with its own RewardSet: one call per domain present in the batch, its
   /// completions kept in batch order (a contiguous run is passed without copying), so group statistics stay within a
-  /// prompt. Throws grpo::Error, naming the tag and the configured ones, for a completion whose row has no tag field or
-  /// a tag no domain serves (misuse here: data is validated at load time), and for a prompt (Completion::group) whose
-  /// completions fall in two domains.
+  /// prompt. A completion's domain is Completion::domain when set (the prompt source decided it), else its row's tag.
+  /// Throws grpo::Error, naming the tag and the configured ones, for a completion without a domain whose row has no
+  /// tag field or a tag no domain serves (misuse here: data is validated at load time), a domain index out of range,
+  /// and for a prompt (Completion::group) whose completions fall in two domains.
   DomainScores score(std::span<const Completion> batch) const;
 
   const std::vector<DomainSpec>& domains() const { return domains_; }

@@ -72,7 +72,11 @@ struct JudgeOptions {
       "Question:\n{question}\n\nReference answer:\n{reference}\n\nResponse to grade:\n{response}\n\nCriteria: "
       "{criteria}\n\nIs the response correct? Reason briefly, then end with a last line that is exactly "
       "\"Verdict: yes\" or \"Verdict: no\".";
-  std::vector<std::string> question_fields = {"prompt", "question", "problem"};  ///< else Completion::prompt
+  /// The question shown to the judge: the last user turn of the row's chat in this field (ROLL's `messages`, a JSON
+  /// string or list; ROLL's judge decodes the prompt's user part, never its system text); for a row without it, the
+  /// first of question_fields; else Completion::prompt.
+  std::string messages_field = "messages";
+  std::vector<std::string> question_fields = {"prompt", "question", "problem"};
   std::vector<std::string> reference_fields = {"ground_truth", "reference", "answer", "solution"};
   std::string criteria_field = "evaluation_criteria";
   std::string default_criteria = "The response's final answer must agree with the reference answer.";

@@ -82,6 +82,9 @@ struct Completion {
   bool truncated = false;                 ///< generation stopped at the length limit (no EOS)
   std::size_t group = 0;                  ///< index of the prompt this answers; rewards comparing siblings use it
   std::shared_ptr<const Row> row;         ///< the dataset row (may be null: rewards needing it give no value)
+  /// The index of its domain when the caller decided it (GrpoTrainer: Problem::domain, from the prompt source's
+  /// routing); per-domain scoring (DomainRewards) uses it instead of routing the row's tag again.
+  std::optional<std::size_t> domain;
 };
 
 /// Passed to every score call. Rewards doing long work (the verifier, code execution) check `expired()` at their

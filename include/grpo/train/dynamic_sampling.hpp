@@ -12,6 +12,10 @@
 // of the last round are dropped too (verl keeps the first train_batch_size as well). The collector sees the flags
 // of the whole round, so data-parallel ranks that all-reduce their shards' flags keep the same groups, and one rank
 // keeps exactly what two ranks keep together.
+//
+// Per domain (ROLL runs one dynamic-sampling scheduler per domain): each domain has its own quota, its share of the
+// first round's prompts scaled to P (largest remainders), and its informative groups fill only that quota, so the
+// trained batch keeps the mix; without it, the domain whose groups most often have spread takes over the batch.
 #pragma once
 
 #include <grpo/core/enum_names.hpp>
@@ -20,6 +24,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -49,6 +54,7 @@ struct DynamicSamplingOptions {
   std::int64_t target_groups = 1;  ///< P: informative groups one step trains on
   std::int64_t max_rounds = 4;     ///< generation rounds per step, ≥ 1 (verl max_num_gen_batches)
   DynamicSamplingCap at_cap = DynamicSamplingCap::train;
+  bool per_domain = false;         ///< per-domain quotas (see the file comment)
 
   void validate() const {
     GRPO_CHECK_CONFIG(target_groups >= 1, "dynamic sampling: target_groups must be >= 1, got {}", target_groups);
@@ -89,28 +95,57 @@ class GroupCollector {
  public:
   explicit GroupCollector(DynamicSamplingOptions options) : options_(options) { options_.validate(); }
 
-  /// Records one round's groups (`informative` flags of all its groups, in generation order) and returns which of
-  /// them are kept: informative ones, in order, until target_groups are kept. Throws grpo::Error when called after
-  /// done().
-  std::vector<std::uint8_t> add_round(std::span<const std::uint8_t> informative) {
+  /// Records one round's groups (`informative` flags of all its groups, in generation order; `domains` their domain
+  /// indices, or empty for one domain) and returns which of them are kept: informative ones, in order, until
+  /// target_groups are kept (per domain: until the group's domain has its quota). Throws grpo::Error when called
+  /// after done(), or for `domains` of another length than `informative`.
+  std::vector<std::uint8_t> add_round(std::span<const std::uint8_t> informative,
+                                      std::span<const std::size_t> domains = {}) {
     GRPO_CHECK(!done(), "GroupCollector::add_round: the step is done ({} rounds, {} of {} groups kept)", rounds_,
                kept_, options_.target_groups);
+    GRPO_CHECK(domains.empty() || domains.size() == informative.size(),
+               "GroupCollector::add_round: {} domains for {} groups", domains.size(), informative.size());
+    const auto domain_of = [&](std::size_t i) { return domains.empty() ? std::size_t{0} : domains[i]; };
+    for (std::size_t i = 0; i < informative.size(); ++i) {
+      if (domain_of(i) >= kept_by_domain_.size()) {
+        kept_by_domain_.resize(domain_of(i) + 1, 0);
+        generated_by_domain_.resize(domain_of(i) + 1, 0);
+      }
+    }
+    if (rounds_ == 0) set_quotas(informative.size(), domain_of);
     ++rounds_;
     std::vector<std::uint8_t> keep(informative.size(), 0);
     for (std::size_t i = 0; i < informative.size(); ++i) {
+      const std::size_t d = domain_of(i);
       ++generated_;
+      ++generated_by_domain_[d];
+      const bool room = options_.per_domain ? kept_by_domain_[d] < quota(d) : kept_ < options_.target_groups;
       if (!informative[i]) {
         ++zero_spread_;
-      } else if (kept_ < options_.target_groups) {
+      } else if (room) {
         keep[i] = 1;
         ++kept_;
+        ++kept_by_domain_[d];
       }
     }
     return keep;
   }
 
-  /// The target is reached or the rounds are used up.
-  bool done() const { return kept_ >= options_.target_groups || rounds_ >= options_.max_rounds; }
+  /// The target (every domain's quota) is reached or the rounds are used up.
+  bool done() const {
+    if (rounds_ >= options_.max_rounds) return true;
+    if (!options_.per_domain) return kept_ >= options_.target_groups;
+    if (rounds_ == 0) return false;
+    for (std::size_t d = 0; d < quotas_.size(); ++d) {
+      if (kept_by_domain_[d] < quotas_[d]) return false;
+    }
+    return true;
+  }
+  /// Per domain: domain d's quota (0 for a domain the first round did not draw).
+  std::int64_t quota(std::size_t d) const { return d < quotas_.size() ? quotas_[d] : 0; }
+  /// Groups kept and generated so far, by domain index.
+  const std::vector<std::int64_t>& kept_by_domain() const { return kept_by_domain_; }
+  const std::vector<std::int64_t>& generated_by_domain() const { return generated_by_domain_; }
   /// Whether the step trains (see the file comment): some groups kept, and the target reached unless at_cap is train.
   bool train() const {
     return kept_ > 0 && (kept_ >= options_.target_groups || options_.at_cap == DynamicSamplingCap::train);
@@ -135,8 +170,31 @@ class GroupCollector {
   const DynamicSamplingOptions& options() const { return options_; }
 
  private:
+  /// Quotas from the first round: domain d gets target_groups · (its groups / all groups), rounded by largest
+  /// remainder (ties to the lower index) so that they sum to target_groups.
+  template <typename DomainOf>
+  void set_quotas(std::size_t groups, const DomainOf& domain_of) {
+    if (!options_.per_domain || groups == 0) return;
+    std::vector<double> share(kept_by_domain_.size(), 0.0);
+    for (std::size_t i = 0; i < groups; ++i) share[domain_of(i)] += 1.0;
+    quotas_.assign(share.size(), 0);
+    std::vector<std::pair<double, std::size_t>> remainders;
+    std::int64_t assigned = 0;
+    for (std::size_t d = 0; d < share.size(); ++d) {
+      const double exact = static_cast<double>(options_.target_groups) * share[d] / static_cast<double>(groups);
+      quotas_[d] = static_cast<std::int64_t>(std::floor(exact));
+      assigned += quotas_[d];
+      remainders.emplace_back(-(exact - std::floor(exact)), d);
+    }
+    std::sort(remainders.begin(), remainders.end());
+    for (std::size_t k = 0; assigned < options_.target_groups && k < remainders.size(); ++k, ++assigned) {
+      ++quotas_[remainders[k].second];
+    }
+  }
+
   DynamicSamplingOptions options_;
   std::int64_t rounds_ = 0, kept_ = 0, generated_ = 0, zero_spread_ = 0;
+  std::vector<std::int64_t> quotas_, kept_by_domain_, generated_by_domain_;
 };
 
 }  // namespace grpo::train

@@ -113,6 +113,12 @@ struct GrpoTrainerOptions {
   std::int64_t dynamic_sampling_max_rounds = 0;
   std::int64_t dynamic_sampling_prompts = 0;
   DynamicSamplingCap dynamic_sampling_at_cap = DynamicSamplingCap::train;
+  /// What must spread within a group: "total" (the final reward total, penalties included), "accuracy" (the
+  /// scorer's correctness of each judged completion: DAPO's and verl's `metric: acc`; alias "acc"), or a reward's
+  /// label (its value; a completion without it has none).
+  std::string dynamic_sampling_metric = "total";
+  /// Each domain keeps its share of the step's groups (dynamic_sampling.hpp), as ROLL filters per domain.
+  bool dynamic_sampling_per_domain = false;
   /// Each round's prompts (this rank's share) are sampled in this many chunks, each with its own seed; the scorer
   /// scores chunk k while chunk k + 1 is sampled when it prefetches.
   std::int64_t generation_chunks = 1;

@@ -31,6 +31,12 @@ enum class OpenMode {
   truncate,  ///< start an empty file
 };
 
+/// For a resumed run: rewrites the JSON-lines file `path` (atomically) without the records of steps after `step`,
+/// which the run is about to write again; a record is a line starting {"step":N, as MetricsWriter and
+/// CompletionTableWriter write them, and other lines are kept. No file: nothing to do. Throws grpo::Error naming the
+/// file when it cannot be read or written.
+void drop_records_after(const std::filesystem::path& path, std::int64_t step);
+
 /// Seconds since the Unix epoch, as a double (the wall_time of TensorBoard events and of the JSONL sinks).
 double unix_time_now();
 

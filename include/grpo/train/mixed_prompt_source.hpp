@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// PromptSource over JSON/JSONL data sets, rendered through the model's chat template: one data set, or several
-// domains (ROLL rows routed by their `tag`) mixed by DomainMixer. Each domain is an endless reshuffled PromptStream
+// PromptSource over JSON/JSONL data sets, rendered through the model's chat template (a ROLL `prompt` row's text
+// as it is): one data set, or several domains (ROLL rows routed by their `domain` field, else their `tag`) mixed by
+// DomainMixer. Each domain is an endless reshuffled PromptStream
 // with its own held-out split; the difficulty curriculum (DifficultySchedule) and the pass-rate filter
 // (PassRateFilter) decide which rows a stream may hand out at a step. The domain of a row is decided here, at load,
 // from its tag, and travels with the Problem (Problem::domain) from then on.
@@ -40,6 +41,9 @@ struct MixedPromptSourceOptions {
   std::vector<std::filesystem::path> files;
   std::vector<PromptDomain> domains;
   io::DatasetOptions dataset;         ///< format, bad rows, fields, system prompt; `domains` is filled from above
+  /// Rows whose domain is not configured (their tag, or their `domain` field): "" or "error" (a bad row), "skip", or
+  /// a domain's name to send them to ("math": the first math domain when none is called so; ROLL's behaviour).
+  std::string unknown_tag;
   std::int64_t held_out = 0;          ///< rows of each domain kept out of training for evaluation
   std::uint64_t seed = 1;             ///< the held-out split, the streams' order and the mixer
   DifficultyScheduleOptions curriculum;

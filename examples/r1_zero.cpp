@@ -274,6 +274,10 @@ int main(int argc, char** argv) try {
   const bool main_rank = group.is_main();
   if (main_rank) {
     if (first_step > 1) fmt::print("resumed from {} (step {})\n", checkpoints.latest()->path.string(), first_step - 1);
+    if (!flags->roll_config_path.empty()) {
+      fmt::print("--roll-config {}: {} keys not used:\n", flags->roll_config_path.string(), run.roll_unmapped.size());
+      for (const std::string& line : run.roll_unmapped) fmt::print("  {}\n", line);
+    }
     if (tiny && first_step == 1) fmt::print("tiny task: starting policy warmed up on wrong answers\n");
     fs::create_directories(s.output_dir);
     r1_zero::write_config(s.output_dir / "config.yaml", *flags, run);

@@ -7,6 +7,8 @@
 
 #include <grpo/grpo.hpp>
 
+#include "r1_zero_roll_config.hpp"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -54,6 +56,7 @@ struct Settings {
   double kl_target = 0.1, kl_horizon = 10000;
   double gamma = 1.0;
   bool otb_handle_zero_tail = false;
+  double advantage_clip = 0.0, reward_clip = 0.0, dual_clip = 0.0;  // 0 = off
   // KL in the reward (off while its coefficient is 0).
   double kl_in_reward_coef = 0.0, kl_in_reward_target = 0.1, kl_in_reward_horizon = 10000;
   std::string kl_in_reward_control = "fixed", kl_in_reward_estimator = "k1";
@@ -209,6 +212,12 @@ inline std::vector<Field> fields(Settings& s) {
          grpo::train::select_advantage(o, v);
        })},
       {"--gamma", &s.gamma, "reinforce_pp: discount of the token returns", within(0.0, 1.0)},
+      {"--advantage-clip", &s.advantage_clip, "clamp group-relative advantages to [-C, C] (ROLL advantage_clip; 0 = off)",
+       at_least_zero()},
+      {"--reward-clip", &s.reward_clip, "clamp each reward total to [-C, C] before the estimator (ROLL reward_clip; "
+       "0 = off)", at_least_zero()},
+      {"--dual-clip", &s.dual_clip, "dual clip c > 1 of ppo_clip for negative advantages (verl clip_ratio_c 3; ROLL "
+       "dual_clip_loss 1 + 2·pg_clip; 0 = off)", at_least_zero()},
       {"--otb-handle-zero-tail", &s.otb_handle_zero_tail,
        "optimal_token_baseline: a group's longest completion, when alone that long, gets baseline 0 past the "
        "second-longest (verl handle_zero_tail)"},
@@ -332,7 +341,7 @@ inline std::string config_key(const Field& field) {
 /// table.
 struct Flags {
   std::vector<Field> fields;
-  fs::path config_path;
+  fs::path config_path, roll_config_path;
   std::vector<std::string> overrides;
 };
 
@@ -363,6 +372,10 @@ inline std::unique_ptr<Flags> add_flags(CLI::App& app, Settings& s) {
                  "'extends: base.yaml' to inherit, 'domains:' for a multi-domain run, 'stages:' for context stages")
       ->check(CLI::ExistingFile);
   app.add_option("--set", flags->overrides, "override one config key, e.g. --set kl.target=0.05 (repeatable)");
+  app.add_option("--roll-config", flags->roll_config_path,
+                 "a ROLL rlvr_config.yaml read as these settings (keys ROLL and this run share; every other key is "
+                 "listed with the reason it is not used); flags and --config win over it")
+      ->check(CLI::ExistingFile);
   return flags;
 }
 
@@ -375,6 +388,7 @@ struct RunConfig {
   std::string rewards_source;             // "file:line" of that list, for errors
   bool rewards_given = false;             // --rewards (or a config's rewards) was given
   std::set<std::string> derived;          // keys whose value came from the recipe or the default reward list
+  std::vector<std::string> roll_unmapped;  // --roll-config keys not used, each with its reason
 };
 
 /// Applies a config tree to the flags the command line left unset. Nested maps name flags by their joined keys.
@@ -435,10 +449,51 @@ inline void apply_config_tree(CLI::App& app, const grpo::io::ConfigNode& map, co
 
 /// Reads --config (YAML or JSON, with `extends`/`defaults` bases) and the --set overrides into the flags; returns the
 /// sections that are not flags.
+/// --roll-config: the ROLL file's settings for the options nothing else set, and its domains when there are none.
+inline void apply_roll_config(CLI::App& app, const fs::path& path, const ConfigApplication& applied, RunConfig& run) {
+  const grpo::io::ConfigNode root = grpo::io::parse_config(grpo::io::read_file(path), path.string());
+  const RollConversion conversion = convert_roll_config(root);
+  for (const RollSetting& setting : conversion.settings) {
+    std::string flag = "--" + setting.key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    CLI::Option* option = app.get_option(flag);
+    if (applied.from_command_line.count(option) || applied.from_config.count(option)) continue;
+    try {
+      option->add_result(setting.values);
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      throw grpo::ConfigError(fmt::format("{}: {}", setting.source, e.what()));
+    }
+  }
+  if (!conversion.unknown_tag.empty()) {
+    CLI::Option* option = app.get_option("--unknown-tag");
+    if (!applied.from_command_line.count(option) && !applied.from_config.count(option)) {
+      option->add_result(conversion.unknown_tag);
+      option->run_callback();
+    }
+  }
+  if (run.domains.empty() && !conversion.domains_yaml.empty()) {
+    const grpo::io::ConfigNode converted =
+        grpo::io::parse_config(conversion.domains_yaml, path.string() + " (converted domains)");
+    run.domains = grpo::train::read_domains(converted.at("domains"));
+    run.domains_json = grpo::io::to_json(converted.at("domains"));
+  }
+  run.roll_unmapped = conversion.unmapped;
+}
+
 inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
   RunConfig run;
   run.rewards_given = app.get_option("--rewards")->count() > 0;
-  if (flags.config_path.empty() && flags.overrides.empty()) return run;
+  if (flags.config_path.empty() && flags.overrides.empty()) {
+    if (!flags.roll_config_path.empty()) {
+      ConfigApplication applied;
+      for (const CLI::Option* option : app.get_options()) {
+        if (option->count() > 0) applied.from_command_line.insert(option);
+      }
+      apply_roll_config(app, flags.roll_config_path, applied, run);
+    }
+    return run;
+  }
   grpo::io::ConfigNode root = flags.config_path.empty() ? grpo::io::parse_config("{}", "--set")
                                                         : grpo::io::load_layered_config(flags.config_path);
   for (const std::string& assignment : flags.overrides) grpo::io::apply_config_override(root, assignment);
@@ -447,7 +502,6 @@ inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
     if (option->count() > 0) applied.from_command_line.insert(option);
   }
   apply_config_tree(app, root, "", run, applied);
-  run.rewards_given = run.rewards_given || app.get_option("--rewards")->count() > 0;
   if (const auto* domains = root.find("domains")) {
     run.domains = grpo::train::read_domains(*domains);
     run.domains_json = grpo::io::to_json(*domains);
@@ -457,6 +511,8 @@ inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
     run.stages_json = grpo::io::to_json(*stages);
   }
   grpo::io::reject_unread_keys(root);
+  if (!flags.roll_config_path.empty()) apply_roll_config(app, flags.roll_config_path, applied, run);
+  run.rewards_given = run.rewards_given || app.get_option("--rewards")->count() > 0;
   return run;
 }
 
@@ -558,6 +614,9 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   grpo::select_policy_loss(o.loss, *s.policy_loss);
   grpo::train::select_advantage(o, s.advantage);  // a token-level, built-in group or registered estimator
   o.token_advantage.gamma = s.gamma;
+  if (s.advantage_clip > 0) o.advantage.advantage_clip = std::pair(-s.advantage_clip, s.advantage_clip);
+  if (s.reward_clip > 0) o.advantage.reward_clip = std::pair(-s.reward_clip, s.reward_clip);
+  if (s.dual_clip > 0) o.loss.policy.dual_clip_c = s.dual_clip;
   o.token_advantage.handle_zero_tail = s.otb_handle_zero_tail;
   o.kl_in_reward = {.control = {.type = grpo::train::parse_kl_control(s.kl_in_reward_control),
                                 .beta = s.kl_in_reward_coef,

@@ -923,3 +923,91 @@ TEST_CASE("r1_zero: the config.yaml a run writes, given back to --config, runs t
   CHECK_THAT(onto_itself.out, Catch::Contains("this run would overwrite the run it repeats"));
   CHECK(!fs::exists(first / "run" / "config.yaml.tmp"));
 }
+
+TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it does not use is listed with why",
+          "[examples][domains][config]") {
+  const auto model_dir = tiny_qwen_checkpoint();
+  if (!model_dir) return;
+  using grpo::testing::FakeServer;
+  FakeServer judge({{200, grpo::testing::chat_body("YES")}}, 1000, std::chrono::seconds(300));
+  // Written from ROLL's examples/qwen2.5-7B-rlvr_megatron/rlvr_config.yaml (alibaba/ROLL 8eb27cc), made small, on the
+  // three example data files; the ifeval worker section is not in the mix, as in ROLL's own example.
+  const auto dir = scratch("roll_config");
+  std::ofstream(dir / "rlvr_config.yaml")
+      << "hydra:\n  run:\n    dir: .\n  output_subdir: null\n"
+         "defaults:\n  - ../config/deepspeed_zero@_here_\n"
+         "exp_name: \"qwen2.5-7B-rlvr-config\"\nseed: 42\nlogging_dir: ./output/logs\noutput_dir: ./output\n"
+         "num_gpus_per_node: 8\nmax_steps: 2\nsave_steps: 100\nlogging_steps: 1\neval_steps: 10\n"
+         "resume_from_checkpoint: false\nrollout_batch_size: 4  # prompt\nprompt_length: 2048\n"
+         "response_length: 12\nnum_return_sequences_in_group: 2\nppo_epochs: 1\nadv_estimator: \"grpo\"\n"
+         "loss_agg_mode: seq-mean-token-mean\nvalue_clip: 0.5\nreward_clip: 10\nadvantage_clip: 2.0\n"
+         "dual_clip_loss: true\nnorm_mean_type: ~\nnorm_std_type: ~\nmax_len_mask: true\ndifficulty_mask: true\n"
+         "difficulty_low_threshold: 0.1\ndifficulty_high_threshold: 0.95\nadd_token_level_kl: true\n"
+         "init_kl_coef: 0.01\ntarget_kl: 0.1\nkl_horizon: 1000\nwhiten_advantages: true\npg_clip: 0.2\n"
+         "pretrain: " << model_dir->string() << "\nreward_pretrain: Qwen/Qwen2.5-7B\n"
+         "validation:\n  data_args:\n    template: qwen2_5\n    file_name:\n      - data/math_benchmarks.jsonl\n"
+         "actor_train:\n  model_args:\n    dtype: bf16\n  training_args:\n    learning_rate: 1.0e-3\n"
+         "    weight_decay: 0\n    per_device_train_batch_size: 1\n    gradient_accumulation_steps: 32\n"
+         "    warmup_steps: 0\n  data_args:\n    template: qwen2_5\n    file_name:\n"
+         "      - examples/data/math.jsonl\n      - examples/data/code.jsonl\n      - examples/data/general.jsonl\n"
+         "    domain_interleave_probs:\n      math_rule: 0.5\n      code_sandbox: 0.25\n      llm_judge: 0.25\n"
+         "    messages: messages\n  strategy_args:\n    strategy_name: megatron_train\n"
+         "actor_infer:\n  generating_args:\n    max_new_tokens: ${response_length}\n    top_p: 0.99\n"
+         "    top_k: 100\n    temperature: 0.99\n    num_return_sequences: ${num_return_sequences_in_group}\n"
+         "reference:\n  strategy_args:\n    strategy_name: megatron_infer\n"
+         "rewards:\n"
+         "  math_rule:\n    worker_cls: roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker\n"
+         "    tag_included: [math]\n"
+         "  code_sandbox:\n    use_local: true\n"
+         "    worker_cls: roll.pipeline.rlvr.rewards.code_sandbox_reward_worker.CodeSandboxRewardWorker\n"
+         "    tag_included: [code]\n"
+         "  llm_judge:\n    worker_cls: roll.pipeline.rlvr.rewards.llm_judge_reward_worker.LLMJudgeRewardWorker\n"
+         "    judge_prompt: Qwen2.5-7B-Instruct-RLVR-prompt\n    tag_included: [general]\n"
+         "    model_args:\n      model_name_or_path: virtuoussy/Qwen2.5-7B-Instruct-RLVR\n"
+         "  ifeval:\n    worker_cls: roll.pipeline.rlvr.rewards.ifeval_rule_reward_worker.GeneralRuleRewardWorker\n"
+         "    tag_included: [ifeval]\n";
+  const auto out = dir / "run";
+  const auto run = r1_zero_in_source(judge_env(judge),
+                                     "--roll-config " + (dir / "rlvr_config.yaml").string() +
+                                         " --held-out 1 --eval-problems 2 --eval-samples 1 --threads 1 --lr 1e-3",
+                                     out);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  // The report: each key not used, at its line, with the reason.
+  for (const std::string expected :
+       {"rlvr_config.yaml:18: prompt_length: prompts are not dropped by length here",
+        "difficulty_mask: use the pass-rate filter", "max_len_mask: mask truncated completions with a context stage",
+        "validation.data_args.template:", "no separate validation set yet",
+        "reference.strategy_args.strategy_name: infrastructure", "value_clip: no value model here",
+        "rewards.ifeval: not in domain_interleave_probs", "whiten_advantages: whitening belongs to the estimator",
+        "rewards.code_sandbox.use_local: not a setting this converter maps"}) {
+    CHECK_THAT(run.out, Catch::Contains(expected));
+  }
+  // What it maps: the config.yaml the run wrote, and the metrics.
+  const auto config = read_config_yaml(out);
+  CHECK(config.at("steps") == "2");
+  CHECK(config.at("prompts") == "4");
+  CHECK(config.at("group_size") == "2");
+  CHECK(config.at("max_new_tokens") == "12");
+  CHECK(config.at("loss") == "\"grpo\"");
+  CHECK(config.at("epsilon") == "0.2");
+  CHECK(config.at("dual_clip") == "1.4");
+  CHECK(config.at("advantage_clip") == "2");
+  CHECK(config.at("reward_clip") == "10");
+  CHECK(config.at("kl_in_reward_coef") == "0.01");
+  CHECK(config.at("kl_in_reward_control") == "\"adaptive\"");
+  CHECK(config.at("top_k") == "100");
+  const auto metrics = read_metrics(out);
+  CHECK(metrics.at(1).at("actor/reward_kl_penalty_coeff") == Approx(0.01));
+  for (const std::string domain : {"math_rule", "code_sandbox", "llm_judge"}) {
+    CHECK(metrics.at(1).count("domains/" + domain + "/reward/mean") == 1);
+  }
+  // The command line wins over the ROLL file.
+  const auto again = r1_zero_in_source(judge_env(judge),
+                                       "--roll-config " + (dir / "rlvr_config.yaml").string() +
+                                           " --held-out 1 --eval-problems 1 --eval-samples 1 --threads 1 --steps 1",
+                                       dir / "again");
+  INFO(again.out);
+  REQUIRE(again.status == 0);
+  CHECK(read_config_yaml(dir / "again").at("steps") == "1");
+}

@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: Apache-2.0
+// r1_zero --roll-config: a ROLL RLVR config (rlvr_config.yaml, alibaba/ROLL roll/pipeline/rlvr/rlvr_config.py and
+// roll/configs/base_config.py @ 8eb27cc) read as r1_zero settings. Each ROLL key that has a counterpart becomes that
+// setting (with ROLL's file:line for errors); every other key is listed with the reason it is not used, so nothing is
+// dropped silently. Settings given on the command line or by --config win over the ROLL file's.
+//
+//   ROLL                                            r1_zero
+//   max_steps, save_steps, eval_steps, logging_steps steps, save_every, eval_every, log_every
+//   rollout_batch_size, num_return_sequences_in_group prompts, group_size
+//   response_length (or sequence_length − prompt_length, or actor_infer's max_new_tokens)   max_new_tokens
+//   ppo_epochs, pg_clip / use_pg_clip_range + pg_clip_low/high   mu, epsilon, epsilon_high
+//   dual_clip_loss (c = 1 + 2·pg_clip, ROLL's), advantage_clip, reward_clip   dual_clip, advantage_clip, reward_clip
+//   adv_estimator grpo | reinforce (with whiten_advantages) | a name r1_zero knows   advantage grpo | reinforce_pp | ...
+//   loss_agg_mode token-mean | seq-mean-token-mean | seq-mean-token-sum-norm   loss dapo | grpo | dr_grpo
+//   add_token_level_kl + init_kl_coef, target_kl, kl_horizon, kl_penalty   kl_in_reward.{coef, control, target, ...}
+//   use_kl_loss + kl_loss_coef, entropy_loss_coef    beta, entropy_coef
+//   actor_train.training_args: learning_rate, weight_decay, warmup_steps, max_grad_norm, lr_scheduler_type
+//   actor_infer.generating_args: temperature, top_p, top_k
+//   pretrain                                        model
+//   actor_train.data_args.file_name, domain_interleave_probs, rewards.<d>.{worker_cls, tag_included}
+//                                                   data, or a domains section (math / code_sandbox / llm_judge
+//                                                   workers; every file goes to every domain: rows route by tag)
+#pragma once
+
+#include <grpo/grpo.hpp>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace r1_zero {
+
+/// One r1_zero setting taken from a ROLL config.
+struct RollSetting {
+  std::string key;                  ///< r1_zero's config key ("prompts", "kl_in_reward_coef")
+  std::vector<std::string> values;  ///< its value(s) as text
+  std::string source;               ///< "file:line (ROLL key)" for error messages
+};
+
+struct RollConversion {
+  std::vector<RollSetting> settings;
+  std::string domains_yaml;          ///< an r1_zero `domains:` section (YAML), empty for one data set
+  std::string unknown_tag;           ///< "skip" when some ROLL domain could not be converted, else ""
+  /// "file:line: key: reason" for every ROLL key not used: values that have no counterpart first, then every key
+  /// nothing read, in file order.
+  std::vector<std::string> unmapped;
+};
+
+namespace detail {
+
+/// Why ROLL keys have no counterpart here (by the key's last component, or its first for whole sections).
+inline const std::map<std::string, std::string, std::less<>>& roll_reasons() {
+  static const std::map<std::string, std::string, std::less<>> reasons = {
+      {"prompt_length", "prompts are not dropped by length here (ROLL drops prompts longer than prompt_length)"},
+      {"whiten_advantages", "whitening belongs to the estimator here (reinforce_pp, reinforce_pp_baseline)"},
+      {"norm_mean_type", "the advantage estimator (--advantage) decides the baseline and scale"},
+      {"norm_std_type", "the advantage estimator (--advantage) decides the baseline and scale"},
+      {"difficulty_mask", "use the pass-rate filter (--curriculum-filter-window) or dynamic sampling"},
+      {"difficulty_low_threshold", "use the pass-rate filter (--curriculum-filter-window) or dynamic sampling"},
+      {"difficulty_high_threshold", "use the pass-rate filter (--curriculum-filter-window) or dynamic sampling"},
+      {"max_len_mask", "mask truncated completions with a context stage (stages: [{mask_truncated: true}])"},
+      {"error_max_len_clip", "no counterpart: mask truncated completions with a context stage"},
+      {"difficulty_loss_weight", "no counterpart"},
+      {"length_loss_weight", "no counterpart"},
+      {"value_clip", "no value model here"},
+      {"lambd", "no value model here (GAE)"},
+      {"query_filter_config", "dynamic sampling (--dynamic-sampling-*) drops groups without spread instead of "
+                              "ROLL's mean/std thresholds"},
+      {"response_filter_config", "ROLL's response filter keeps every response (a stub there)"},
+      {"validation", "no separate validation set yet: held-out rows come from the training data (--held-out)"},
+      {"init_kl_coef", "without add_token_level_kl it only turns on ROLL's reference model"},
+      {"target_kl", "without add_token_level_kl ROLL's controller steers nothing"},
+      {"kl_horizon", "without add_token_level_kl ROLL's controller steers nothing"},
+      {"kl_penalty", "without add_token_level_kl no KL enters the reward"},
+      {"kl_loss_coef", "without use_kl_loss there is no KL loss term"},
+      {"reward_pretrain", "reward models are configured per domain here"},
+      {"per_device_train_batch_size", "micro-batching is --micro-batches here"},
+      {"gradient_accumulation_steps", "micro-batching is --micro-batches here"},
+      {"num_train_epochs", "the run's length is --steps"},
+      {"template", "the model's own chat template (tokenizer_config.json) renders prompts"},
+      {"preprocessing_num_workers", "infrastructure: not applicable"},
+      {"num_return_sequences", "the group size is num_return_sequences_in_group"},
+      {"messages", "rows are read by their own `messages` (or `prompt`) field"},
+      {"prompt", "rows are read by their own `messages` (or `prompt`) field"},
+      {"judge_prompt", "the judge's prompt is the judge reward's prompt_template (docs/rewards.md)"},
+  };
+  return reasons;
+}
+
+/// Whole sections and top-level keys that describe ROLL's cluster rather than the algorithm.
+inline bool roll_infrastructure(std::string_view path) {
+  static const std::vector<std::string_view> prefixes = {
+      "hydra",        "defaults",          "exp_name",        "logging_dir",       "output_dir",
+      "num_gpus_per_node", "track_with",   "tracker_kwargs",  "checkpoint_config", "resume_from_checkpoint",
+      "system_envs",  "async_generation_ratio", "generate_opt_level", "is_num_return_sequences_expand",
+      "reference",    "critic",            "profiler",        "save_logging_board_dir", "report_to"};
+  for (const std::string_view p : prefixes) {
+    if (path == p || (path.starts_with(p) && path.size() > p.size() && (path[p.size()] == '.' || path[p.size()] == '['))) {
+      return true;
+    }
+  }
+  return path.find("strategy_args") != std::string_view::npos || path.find("device_mapping") != std::string_view::npos ||
+         path.find("infer_batch_size") != std::string_view::npos || path.find("model_args") != std::string_view::npos ||
+         path.find("worker_cls") != std::string_view::npos || path.find("num_gpus") != std::string_view::npos;
+}
+
+/// Every leaf (scalar, null, list) of `node` that nothing read, with its reason.
+inline void list_unread(const grpo::io::ConfigNode& node, std::vector<std::string>& out) {
+  if (node.is_map()) {
+    for (const auto& [key, child] : node.entries()) list_unread(child, out);
+    return;
+  }
+  if (node.was_read()) return;
+  const std::string& path = node.path();
+  std::string reason = "not a setting this converter maps";
+  const std::string last = path.substr(path.find_last_of('.') + 1);
+  const auto& reasons = roll_reasons();
+  if (const auto it = reasons.find(last); it != reasons.end()) {
+    reason = it->second;
+  } else if (const auto top = reasons.find(path.substr(0, path.find('.'))); top != reasons.end()) {
+    reason = top->second;
+  } else if (roll_infrastructure(path)) {
+    reason = "infrastructure (ROLL's cluster, workers and strategies): not applicable here";
+  }
+  out.push_back(fmt::format("{}: {}: {}", node.source(), path, reason));
+}
+
+}  // namespace detail
+
+/// Converts a parsed ROLL RLVR config (grpo::io::parse_config of the file). Throws ConfigError naming file:line and
+/// key for a value that cannot be read (a non-numeric pg_clip, an interpolation naming nothing).
+inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
+  RollConversion out;
+  // ${key} interpolation (Hydra/OmegaConf) of top-level scalars, as ROLL's configs use it.
+  const auto text_of = [&](const grpo::io::ConfigNode& node) -> std::string {
+    const std::string text = node.text();
+    static const std::regex interpolation(R"(^\$\{([A-Za-z0-9_.]+)\}$)");
+    std::smatch match;
+    if (!std::regex_match(text, match, interpolation)) return text;
+    const grpo::io::ConfigNode* target = &root;
+    std::string rest = match[1];
+    for (std::size_t dot; target != nullptr && target->is_map();) {
+      dot = rest.find('.');
+      target = target->find(rest.substr(0, dot));
+      if (dot == std::string::npos) break;
+      rest = rest.substr(dot + 1);
+    }
+    GRPO_CHECK_CONFIG(target != nullptr && target->is_scalar(), "{}: {}: '{}' names no value of the config",
+                      node.source(), node.path(), text);
+    return target->text();
+  };
+  const auto at = [&](std::string_view path) -> const grpo::io::ConfigNode* {
+    const grpo::io::ConfigNode* node = &root;
+    std::string_view rest = path;
+    while (node != nullptr) {
+      if (!node->is_map()) return nullptr;
+      const auto dot = rest.find('.');
+      node = node->find(rest.substr(0, dot));
+      if (dot == std::string_view::npos) break;
+      rest.remove_prefix(dot + 1);
+    }
+    return node != nullptr && !node->is_null() ? node : nullptr;
+  };
+  const auto set = [&](std::string key, std::vector<std::string> values, const grpo::io::ConfigNode& from) {
+    out.settings.push_back({std::move(key), std::move(values), fmt::format("{} ({})", from.source(), from.path())});
+  };
+  const auto copy = [&](std::string_view roll, std::string key) {
+    if (const auto* node = at(roll)) set(std::move(key), {text_of(*node)}, *node);
+  };
+  const auto flag = [&](std::string_view roll) {
+    const auto* node = at(roll);
+    return node != nullptr && node->boolean();
+  };
+
+  copy("seed", "seed");
+  copy("max_steps", "steps");
+  copy("save_steps", "save_every");
+  copy("eval_steps", "eval_every");
+  copy("logging_steps", "log_every");
+  copy("rollout_batch_size", "prompts");
+  copy("num_return_sequences_in_group", "group_size");
+  copy("ppo_epochs", "mu");
+  copy("entropy_loss_coef", "entropy_coef");
+  copy("pretrain", "model");
+  copy("actor_train.training_args.learning_rate", "lr");
+  copy("actor_train.training_args.weight_decay", "weight_decay");
+  copy("actor_train.training_args.warmup_steps", "warmup_steps");
+  copy("actor_train.training_args.max_grad_norm", "max_grad_norm");
+  copy("actor_infer.generating_args.temperature", "temperature");
+  copy("actor_infer.generating_args.top_p", "top_p");
+  copy("actor_infer.generating_args.top_k", "top_k");
+  if (const auto* node = at("actor_train.training_args.lr_scheduler_type")) {
+    const std::string type = text_of(*node);
+    if (type == "cosine" || type == "linear" || type == "constant") set("lr_decay", {type}, *node);
+    else if (type == "constant_with_warmup") set("lr_decay", {"constant"}, *node);
+    else out.unmapped.push_back(fmt::format("{}: {}: '{}' has no counterpart (constant, linear, cosine)",
+                                            node->source(), node->path(), type));
+  }
+
+  // The completion limit: response_length, else actor_infer's max_new_tokens, else sequence_length − prompt_length.
+  const auto* response = at("response_length");
+  const auto* generated = at("actor_infer.generating_args.max_new_tokens");
+  const auto* sequence = at("sequence_length");
+  if (response != nullptr) {
+    set("max_new_tokens", {text_of(*response)}, *response);
+  } else if (generated != nullptr) {
+    set("max_new_tokens", {text_of(*generated)}, *generated);
+  } else if (sequence != nullptr) {
+    const auto* prompt = at("prompt_length");
+    const std::int64_t limit = std::stoll(text_of(*sequence)) - (prompt ? std::stoll(text_of(*prompt)) : 1024);
+    set("max_new_tokens", {std::to_string(limit)}, *sequence);
+  }
+  if (generated != nullptr) generated->mark_read();  // ${response_length} in ROLL's examples: the same value
+
+  // The clip: pg_clip both ways, or pg_clip_low/high with use_pg_clip_range (ROLL actor_worker.py).
+  const auto* pg_clip = at("pg_clip");
+  const double clip = pg_clip ? std::stod(text_of(*pg_clip)) : 0.2;
+  if (flag("use_pg_clip_range")) {
+    copy("pg_clip_low", "epsilon");
+    copy("pg_clip_high", "epsilon_high");
+  } else if (pg_clip != nullptr) {
+    set("epsilon", {text_of(*pg_clip)}, *pg_clip);
+    set("epsilon_high", {text_of(*pg_clip)}, *pg_clip);
+  }
+  if (flag("dual_clip_loss")) set("dual_clip", {fmt::format("{}", 1.0 + 2.0 * clip)}, *at("dual_clip_loss"));
+  copy("advantage_clip", "advantage_clip");
+  copy("reward_clip", "reward_clip");
+
+  if (const auto* node = at("adv_estimator")) {
+    const std::string estimator = text_of(*node);
+    if (estimator == "reinforce") {
+      // ROLL's reinforce: the return of the token rewards (γ = ROLL's gamma), whitened when whiten_advantages.
+      if (flag("whiten_advantages")) {
+        set("advantage", {"reinforce_pp"}, *node);
+        copy("gamma", "gamma");
+      } else {
+        out.unmapped.push_back(fmt::format("{}: {}: reinforce without whiten_advantages (raw returns) has no "
+                                           "counterpart; reinforce_pp whitens them",
+                                           node->source(), node->path()));
+      }
+    } else if (estimator == "gae") {
+      out.unmapped.push_back(fmt::format("{}: {}: gae needs a value model, which this trainer does not have",
+                                         node->source(), node->path()));
+    } else {
+      try {
+        grpo::train::GrpoTrainerOptions probe;
+        grpo::train::select_advantage(probe, estimator);
+        set("advantage", {estimator}, *node);
+      } catch (const grpo::ConfigError&) {
+        out.unmapped.push_back(fmt::format("{}: {}: '{}' is not an estimator here", node->source(), node->path(),
+                                           estimator));
+      }
+    }
+  }
+  if (const auto* node = at("loss_agg_mode")) {
+    static const std::map<std::string, std::string, std::less<>> losses = {
+        {"token-mean", "dapo"}, {"seq-mean-token-mean", "grpo"}, {"seq-mean-token-sum-norm", "dr_grpo"}};
+    const std::string mode = text_of(*node);
+    if (const auto it = losses.find(mode); it != losses.end()) set("loss", {it->second}, *node);
+    else out.unmapped.push_back(fmt::format("{}: {}: '{}' has no recipe here", node->source(), node->path(), mode));
+  }
+
+  // KL: in the reward (add_token_level_kl) with ROLL's controller, or as a loss term (use_kl_loss).
+  if (flag("add_token_level_kl")) {
+    const auto* coef = at("init_kl_coef");
+    set("kl_in_reward_coef", {coef ? text_of(*coef) : "0.2"}, coef ? *coef : *at("add_token_level_kl"));
+    if (const auto* target = at("target_kl")) {
+      set("kl_in_reward_control", {"adaptive"}, *target);
+      set("kl_in_reward_target", {text_of(*target)}, *target);
+      copy("kl_horizon", "kl_in_reward_horizon");
+    }
+    copy("kl_penalty", "kl_in_reward_estimator");
+  }
+  if (flag("use_kl_loss")) copy("kl_loss_coef", "beta");
+  else if (at("use_kl_loss") != nullptr) set("beta", {"0"}, *at("use_kl_loss"));
+
+  // Data and domains.
+  std::vector<std::string> files;
+  if (const auto* node = at("actor_train.data_args.file_name")) {
+    for (const std::string& file : node->texts()) files.push_back(file);
+  }
+  const auto* probs = at("actor_train.data_args.domain_interleave_probs");
+  const auto* rewards = at("rewards");
+  if (probs != nullptr && probs->is_map() && probs->entries().size() > 1) {
+    std::string yaml = "domains:\n";
+    bool files_placed = false;
+    for (const auto& [name, probability] : probs->entries()) {
+      const grpo::io::ConfigNode* spec = rewards ? rewards->find(name) : nullptr;
+      const grpo::io::ConfigNode* worker = spec ? spec->find("worker_cls") : nullptr;
+      const std::string cls = worker ? worker->text() : "";
+      std::string kind, entries;
+      if (cls.find("Math") != std::string::npos) {
+        kind = "math";
+      } else if (cls.find("CodeSandbox") != std::string::npos) {
+        kind = "code";
+        entries = "[{name: code_tests}]";
+      } else if (cls.find("LLMJudge") != std::string::npos) {
+        kind = "general";
+        const grpo::io::ConfigNode* model = spec->find("model_args");
+        const grpo::io::ConfigNode* path = model ? model->find("model_name_or_path") : nullptr;
+        entries = fmt::format("[{{name: judge, backend: http, model: {}}}]",
+                              grpo::json_quoted(path ? path->text() : "judge"));
+      } else {
+        out.unmapped.push_back(fmt::format("{}: {}: domain '{}' ({}) has no built-in reward here; its rows are "
+                                           "skipped (unknown_tag: skip)",
+                                           probability.source(), probability.path(), name,
+                                           cls.empty() ? "no worker_cls" : cls));
+        out.unknown_tag = "skip";
+        continue;
+      }
+      std::vector<std::string> tags;
+      if (const grpo::io::ConfigNode* included = spec->find("tag_included")) tags = included->texts();
+      if (tags.empty()) tags = {name};
+      std::vector<std::string> quoted_tags, quoted_files;
+      for (const auto& t : tags) quoted_tags.push_back(grpo::json_quoted(t));
+      for (const auto& f : files) quoted_files.push_back(grpo::json_quoted(f));
+      yaml += fmt::format("  {}:\n    kind: {}\n    probability: {}\n    tags: [{}]\n", name, kind,
+                          text_of(probability), fmt::join(quoted_tags, ", "));
+      if (!files_placed && !files.empty()) {  // every file once: rows go to their tag's domain
+        yaml += fmt::format("    data: [{}]\n", fmt::join(quoted_files, ", "));
+        files_placed = true;
+      }
+      if (!entries.empty()) yaml += fmt::format("    rewards: {}\n", entries);
+    }
+    out.domains_yaml = yaml;
+  } else if (!files.empty()) {
+    set("data", {files.front()}, *at("actor_train.data_args.file_name"));
+    for (std::size_t i = 1; i < files.size(); ++i) {
+      out.unmapped.push_back(fmt::format("{}: actor_train.data_args.file_name[{}]: one data set takes one file here "
+                                         "(give domains to use several)",
+                                         at("actor_train.data_args.file_name")->source(), i));
+    }
+    if (probs != nullptr) probs->mark_read();
+  }
+  if (rewards != nullptr && rewards->is_map()) {  // worker sections of domains the mix does not draw
+    for (const auto& [name, spec] : rewards->entries()) {
+      if (probs != nullptr && probs->is_map() && probs->contains(name)) continue;
+      spec.mark_read();
+      out.unmapped.push_back(fmt::format("{}: rewards.{}: not in domain_interleave_probs (ROLL trains no rows of it "
+                                         "either)",
+                                         spec.source(), name));
+    }
+  }
+  detail::list_unread(root, out.unmapped);
+  return out;
+}
+
+}  // namespace r1_zero

@@ -4,6 +4,7 @@
 #include <grpo/train/grpo_trainer.hpp>
 #include <grpo/loss/recipes.hpp>
 #include <support/model_testing.hpp>
+#include <support/token_prompt_source.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -187,10 +188,9 @@ TEST_CASE("dynamic sampling per domain: each domain fills its share of the first
 namespace {
 
 /// Prompts [t] from two domains, alternating "easy" (t in 1..3) and "hard" (t in 4..6), or one domain.
-struct TwoDomainTask final : PromptSource {
+struct TwoDomainTask final : grpo::testing::TokenPromptSource {
   bool two = true;
   std::int64_t drawn = 0;
-  std::vector<Problem> held;
   std::vector<Problem> train_batch(std::int64_t, std::int64_t count) override {
     std::vector<Problem> out;
     for (std::int64_t i = 0; i < count; ++i, ++drawn) {
@@ -203,14 +203,6 @@ struct TwoDomainTask final : PromptSource {
     }
     return out;
   }
-  const std::vector<Problem>& held_out() const override { return held; }
-  std::string decode(std::span<const std::int64_t> ids) const override {
-    std::string out;
-    for (const auto id : ids) out += std::to_string(id);
-    return out;
-  }
-  std::vector<std::int64_t> eos_token_ids() const override { return {7}; }
-  std::int64_t pad_token_id() const override { return 0; }
   std::vector<std::string> domain_names() const override {
     return two ? std::vector<std::string>{"easy", "hard"} : std::vector<std::string>{"data"};
   }

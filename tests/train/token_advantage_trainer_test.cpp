@@ -6,6 +6,7 @@
 #include <grpo/train/grpo_trainer.hpp>
 #include <grpo/loss/recipes.hpp>
 #include <support/model_testing.hpp>
+#include <support/token_prompt_source.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -21,9 +22,8 @@ using namespace grpo;
 namespace {
 
 /// Prompt [t] (t in 1..5): the completion is right when its first token is t + 1; 7 ends a completion.
-struct SuccessorTask final : train::PromptSource {
+struct SuccessorTask final : testing::TokenPromptSource {
   std::int64_t drawn = 0;
-  std::vector<train::Problem> held;
   std::vector<train::Problem> train_batch(std::int64_t, std::int64_t count) override {
     std::vector<train::Problem> out;
     for (std::int64_t i = 0; i < count; ++i) {
@@ -33,14 +33,6 @@ struct SuccessorTask final : train::PromptSource {
     }
     return out;
   }
-  const std::vector<train::Problem>& held_out() const override { return held; }
-  std::string decode(std::span<const std::int64_t> ids) const override {
-    std::string out;
-    for (const auto id : ids) out += std::to_string(id);
-    return out;
-  }
-  std::vector<std::int64_t> eos_token_ids() const override { return {7}; }
-  std::int64_t pad_token_id() const override { return 0; }
 };
 
 /// 1 for the right first token, plus 0.1 per completion character so that groups have spread.

@@ -181,7 +181,6 @@ std::optional<std::vector<std::string>> string_list(const rewards::FieldValue& v
   return out;
 }
 
-// The domain kind of a row under DatasetOptions::domains, from its `tag` (copied to `tag`).
 // The row's domain: its `domain` field when that names a configured domain (ROLL prefers it over the tag), else the
 // domain claiming its tag; a row with neither goes by options.unknown_tag. Sets `tag` (for later errors) once the
 // domain is known.

@@ -244,7 +244,9 @@ def _grpo_assert():
     os.dup2(devnull, 0)
     sys.stdin = open(os.devnull)
     function, entry = sys.argv[2], sys.argv[3]
-    ns = {'__name__': 'solution'}
+    module = types.ModuleType('solution')
+    ns = module.__dict__
+    sys.modules['solution'] = module  # tests written 'from solution import f' (KodCode, pytest style) find it
     exec(compile(open('/box/main.py').read(), '/box/main.py', 'exec'), ns)
     exec(compile(open('/box/test.py').read(), '/box/test.py', 'exec'), ns)
     if function:

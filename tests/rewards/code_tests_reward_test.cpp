@@ -242,6 +242,18 @@ TEST_CASE("ROLL check-based rows: import_prefix, one test per assert line, check
                  leetcode) == 0.0f);
 }
 
+TEST_CASE("ROLL pytest rows (KodCode): every test_ function of a case must pass", "[rewards][code]") {
+  auto kodcode = std::make_shared<Row>(Row::from_json(
+      R"({"case_type": "pytest", "test_case_function": "None", "test_cases": "[{\"assert_code\": \"from solution )"
+      R"(import *\\n\\ndef test_add():\\n    assert add(1, 2) == 3\\n\\ndef test_negative():\\n    assert )"
+      R"(add(-1, 1) == 0\\n\"}, {\"assert_code\": \"def test_zero():\\n    assert add(0, 0) == 0\\n\"}]"})"));
+  const CodeTestsReward& reward = shared_reward();
+  CHECK(value_of(reward, fenced("def add(a, b):\n    return a + b\n"), kodcode) == 1.0f);
+  // Wrong for negatives: the first case fails as a whole, the second passes.
+  CHECK(value_of(reward, fenced("def add(a, b):\n    return abs(a) + b\n"), kodcode) == Approx(0.5));
+  CHECK(value_of(reward, fenced("def add(a, b):\n    return 1\n"), kodcode) == 0.0f);
+}
+
 TEST_CASE("ROLL text rows: IFEval-style asserts on the response, which cannot break out of its string",
           "[rewards][code]") {
   auto ifeval = std::make_shared<Row>(Row::from_json(

@@ -193,6 +193,7 @@ std::unique_ptr<grpo::train::MixedPromptSource> data_source(const r1_zero::Setti
   o.dataset.system_prompt = kR1ZeroSystemPrompt;
   o.unknown_tag = s.unknown_tag;
   o.held_out = s.held_out;
+  for (const std::string& file : s.validation_data) o.validation_files.emplace_back(file);
   o.seed = s.seed;
   o.curriculum = r1_zero::difficulty_schedule(s);
   o.steps = s.steps;

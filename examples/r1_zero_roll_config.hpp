@@ -16,6 +16,8 @@
 //   use_kl_loss + kl_loss_coef, entropy_loss_coef    beta, entropy_coef
 //   actor_train.training_args: learning_rate, weight_decay, warmup_steps, max_grad_norm, lr_scheduler_type
 //   actor_infer.generating_args: temperature, top_p, top_k
+//   validation.data_args.file_name, validation.generating_args: temperature, top_p, top_k
+//                                                   validation_data, eval_temperature, eval_top_p, eval_top_k
 //   pretrain                                        model
 //   actor_train.data_args.file_name, domain_interleave_probs, rewards.<d>.{worker_cls, tag_included}
 //                                                   data, or a domains section (math / code_sandbox / llm_judge
@@ -72,7 +74,7 @@ inline const std::map<std::string, std::string, std::less<>>& roll_reasons() {
       {"query_filter_config", "dynamic sampling (--dynamic-sampling-*) drops groups without spread instead of "
                               "ROLL's mean/std thresholds"},
       {"response_filter_config", "ROLL's response filter keeps every response (a stub there)"},
-      {"validation", "no separate validation set yet: held-out rows come from the training data (--held-out)"},
+      {"max_new_tokens", "evaluation uses the run's completion limit (response_length)"},
       {"init_kl_coef", "without add_token_level_kl it only turns on ROLL's reference model"},
       {"target_kl", "without add_token_level_kl ROLL's controller steers nothing"},
       {"kl_horizon", "without add_token_level_kl ROLL's controller steers nothing"},
@@ -194,6 +196,10 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
   copy("actor_infer.generating_args.temperature", "temperature");
   copy("actor_infer.generating_args.top_p", "top_p");
   copy("actor_infer.generating_args.top_k", "top_k");
+  copy("validation.generating_args.temperature", "eval_temperature");
+  copy("validation.generating_args.top_p", "eval_top_p");
+  copy("validation.generating_args.top_k", "eval_top_k");
+  if (const auto* node = at("validation.data_args.file_name")) set("validation_data", node->texts(), *node);
   if (const auto* node = at("actor_train.training_args.lr_scheduler_type")) {
     const std::string type = text_of(*node);
     if (type == "cosine" || type == "linear" || type == "constant") set("lr_decay", {type}, *node);

@@ -85,7 +85,10 @@ struct Settings {
   // Output.
   fs::path output_dir = "runs/r1_zero";
   std::int64_t log_every = 10, log_completions = 4, save_every = 50, keep_last = 2;
-  std::int64_t eval_every = 25, eval_samples = 4, eval_problems = 0;
+  std::int64_t eval_every = 25, eval_samples = 4, eval_problems = 0, eval_top_k = 0;
+  std::optional<double> eval_temperature;
+  double eval_top_p = 1.0, eval_min_p = 0.0;
+  std::vector<std::string> validation_data;
   bool resume = false, tensorboard = true;
   std::uint64_t seed = 1;
   int threads = 0;
@@ -323,6 +326,13 @@ inline std::vector<Field> fields(Settings& s) {
       {"--eval-every", &s.eval_every, "evaluation period in steps (0 = start and end only)", at_least_zero()},
       {"--eval-samples", &s.eval_samples, "samples per held-out problem (k of pass@k and maj@k)", positive()},
       {"--eval-problems", &s.eval_problems, "held-out problems evaluated (0 = all)", at_least_zero()},
+      {"--eval-temperature", &s.eval_temperature, "evaluation sampling temperature (unset: --temperature)", positive()},
+      {"--eval-top-p", &s.eval_top_p, "evaluation nucleus sampling", within(1e-6, 1.0)},
+      {"--eval-top-k", &s.eval_top_k, "evaluation top-k sampling (0 = off)", at_least_zero()},
+      {"--eval-min-p", &s.eval_min_p, "evaluation min-p sampling (0 = off)", within(0.0, 1.0)},
+      {"--validation-data", &s.validation_data,
+       "files whose rows are the held-out problems (ROLL's validation set), routed to domains like training rows; "
+       "every training row then trains (--held-out is not used)"},
       {"--resume", &s.resume, "continue from the newest checkpoint in --output-dir", nullptr, false},
       {"--tensorboard", &s.tensorboard, "write TensorBoard event files"},
       {"--seed", &s.seed, "seed of everything random"},
@@ -524,6 +534,7 @@ inline void resolve(Settings& s, RunConfig& run) {
   GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && (!s.data_path.empty() || !run.domains.empty())),
                     "--task data needs --model DIR and --data FILE (or a config with domains)");
   GRPO_CHECK_CONFIG(!tiny || run.domains.empty(), "a config with domains needs --model DIR");
+  GRPO_CHECK_CONFIG(!tiny || s.validation_data.empty(), "--validation-data needs --task data (--model and --data)");
   if (s.max_new_tokens == 0) s.max_new_tokens = tiny ? 8 : 512;
   if (tiny && s.held_out == 0) s.held_out = 256;
   const auto recipe = grpo::recipes::by_name(s.loss, s.max_new_tokens);
@@ -654,6 +665,10 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   o.max_grad_norm = s.max_grad_norm;
   o.eval_samples = s.eval_samples;
   o.eval_problems = s.eval_problems;
+  o.eval_temperature = s.eval_temperature;
+  o.eval_top_p = s.eval_top_p;
+  o.eval_top_k = s.eval_top_k;
+  o.eval_min_p = s.eval_min_p;
   o.seed = s.seed;
   return o;
 }

@@ -137,6 +137,17 @@ void GrpoTrainerOptions::validate() const {
                     max_grad_norm);
   GRPO_CHECK_CONFIG(eval_samples >= 1, "eval_samples must be >= 1, got {}", eval_samples);
   GRPO_CHECK_CONFIG(eval_problems >= 0, "eval_problems must be >= 0, got {}", eval_problems);
+  GRPO_CHECK_CONFIG(!eval_temperature || (std::isfinite(*eval_temperature) && *eval_temperature > 0.0),
+                    "eval_temperature must be > 0, got {}", eval_temperature.value_or(0.0));
+  SamplerOptions evaluation = sampling;
+  evaluation.top_p = eval_top_p;
+  evaluation.top_k = eval_top_k;
+  evaluation.min_p = eval_min_p;
+  try {
+    evaluation.validate();
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("evaluation sampling (eval_top_p, eval_top_k, eval_min_p): {}", e.what()));
+  }
   GRPO_CHECK_CONFIG(sampling.temperature > 0.0, "temperature must be > 0, got {}", sampling.temperature);
   sampling.validate();
   kl.validate();
@@ -660,9 +671,10 @@ EvaluationReport GrpoTrainer::evaluate(std::int64_t step, std::int64_t max_new_t
   }
   SamplerOptions sampling = options_.sampling;
   sampling.max_new_tokens = max_new_tokens > 0 ? max_new_tokens : context_.current().max_new_tokens;
-  sampling.top_k = 0;
-  sampling.top_p = 1.0;
-  sampling.min_p = 0.0;
+  sampling.temperature = options_.eval_temperature.value_or(options_.sampling.temperature);
+  sampling.top_k = options_.eval_top_k;
+  sampling.top_p = options_.eval_top_p;
+  sampling.min_p = options_.eval_min_p;
   sampling.eos_token_ids = prompts_.eos_token_ids();
   sampling.pad_token_id = prompts_.pad_token_id();
   sampling.seed = options_.seed + 7919 * static_cast<std::uint64_t>(step);

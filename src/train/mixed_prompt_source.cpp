@@ -43,6 +43,7 @@ MixedPromptSource::MixedPromptSource(MixedPromptSourceOptions options, text::Tok
     }
     return data;
   };
+  std::map<std::string, std::size_t, std::less<>> index_of_name;  // domain name → index
   if (options.domains.empty()) {
     names_ = {"data"};
     GRPO_CHECK_CONFIG(!options.files.empty(), "a data run needs --data FILE");
@@ -51,7 +52,7 @@ MixedPromptSource::MixedPromptSource(MixedPromptSourceOptions options, text::Tok
       rows[0].insert(rows[0].end(), data.examples().begin(), data.examples().end());
     }
   } else {
-    std::map<std::string, std::size_t, std::less<>> domain_of_tag, index_of_name;
+    std::map<std::string, std::size_t, std::less<>> domain_of_tag;
     dataset.domains.clear();
     for (std::size_t d = 0; d < options.domains.size(); ++d) {
       const PromptDomain& domain = options.domains[d];
@@ -74,11 +75,19 @@ MixedPromptSource::MixedPromptSource(MixedPromptSourceOptions options, text::Tok
       for (const auto& example : data.examples()) rows[index_of_name.at(example.domain)].push_back(example);
     }
   }
+  // A validation set: its rows are the held-out problems, in file order, each in its own domain.
+  const bool validation = !options.validation_files.empty();
+  for (const auto& file : options.validation_files) {
+    const auto data = load(file);
+    for (const auto& example : data.examples()) {
+      held_out_.push_back(problem(example, options.domains.empty() ? 0 : index_of_name.at(example.domain)));
+    }
+  }
+  const auto held_out = static_cast<std::size_t>(validation ? 0 : options.held_out);
   for (std::size_t d = 0; d < rows.size(); ++d) {
-    GRPO_CHECK_CONFIG(rows[d].size() > static_cast<std::size_t>(options.held_out),
-                      "domain '{}': {} rows leave none for training after --held-out {}", names_[d], rows[d].size(),
-                      options.held_out);
-    const auto split = io::Dataset(std::move(rows[d])).split(static_cast<std::size_t>(options.held_out), options.seed);
+    GRPO_CHECK_CONFIG(rows[d].size() > held_out, "domain '{}': {} rows leave none for training after --held-out {}",
+                      names_[d], rows[d].size(), held_out);
+    const auto split = io::Dataset(std::move(rows[d])).split(held_out, options.seed);
     Domain domain{split.train.examples(), PromptStream(split.train.size(), options.seed)};
     for (const auto& example : split.held_out.examples()) held_out_.push_back(problem(example, d));
     // Every step's curriculum range must hold rows of every domain, or sampling would fall back to rows outside it

@@ -945,7 +945,9 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
          "difficulty_low_threshold: 0.1\ndifficulty_high_threshold: 0.95\nadd_token_level_kl: true\n"
          "init_kl_coef: 0.01\ntarget_kl: 0.1\nkl_horizon: 1000\nwhiten_advantages: true\npg_clip: 0.2\n"
          "pretrain: " << model_dir->string() << "\nreward_pretrain: Qwen/Qwen2.5-7B\n"
-         "validation:\n  data_args:\n    template: qwen2_5\n    file_name:\n      - data/math_benchmarks.jsonl\n"
+         "validation:\n  data_args:\n    template: qwen2_5\n    file_name:\n      - examples/data/math.jsonl\n"
+         "  generating_args:\n    max_new_tokens: ${response_length}\n    top_p: 0.6\n    top_k: 50\n"
+         "    temperature: 0.6\n    num_return_sequences: 1\n"
          "actor_train:\n  model_args:\n    dtype: bf16\n  training_args:\n    learning_rate: 1.0e-3\n"
          "    weight_decay: 0\n    per_device_train_batch_size: 1\n    gradient_accumulation_steps: 32\n"
          "    warmup_steps: 0\n  data_args:\n    template: qwen2_5\n    file_name:\n"
@@ -977,7 +979,8 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
   for (const std::string expected :
        {"rlvr_config.yaml:18: prompt_length: prompts are not dropped by length here",
         "difficulty_mask: use the pass-rate filter", "max_len_mask: mask truncated completions with a context stage",
-        "validation.data_args.template:", "no separate validation set yet",
+        "validation.data_args.template: the model's own chat template",
+        "validation.generating_args.max_new_tokens: evaluation uses the run's completion limit",
         "reference.strategy_args.strategy_name: infrastructure", "value_clip: no value model here",
         "rewards.ifeval: not in domain_interleave_probs", "whiten_advantages: whitening belongs to the estimator",
         "rewards.code_sandbox.use_local: not a setting this converter maps"}) {
@@ -997,6 +1000,9 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
   CHECK(config.at("kl_in_reward_coef") == "0.01");
   CHECK(config.at("kl_in_reward_control") == "\"adaptive\"");
   CHECK(config.at("top_k") == "100");
+  CHECK(config.at("eval_temperature") == "0.6");
+  CHECK(config.at("eval_top_k") == "50");
+  CHECK(config.at("validation_data") == "[\"examples/data/math.jsonl\"]");
   const auto metrics = read_metrics(out);
   CHECK(metrics.at(1).at("actor/reward_kl_penalty_coeff") == Approx(0.01));
   for (const std::string domain : {"math_rule", "code_sandbox", "llm_judge"}) {

@@ -116,3 +116,34 @@ TEST_CASE("MixedPromptSource: domains by tag, shares, curriculum, filter, and a 
   train::TrainerState empty;
   CHECK_THROWS_WITH(restored.load_state(empty), Catch::Contains("no position for domain 'math'"));
 }
+
+TEST_CASE("MixedPromptSource: a validation file gives the held-out problems, ROLL prompt rows stay raw, the domain "
+          "field wins",
+          "[train][mixed_prompt_source]") {
+  const auto dir = text::testing::find_tokenizer_dir("qwen3");
+  if (!dir) GRPO_SKIP(text::testing::missing_tokenizer("qwen3"));
+  const auto rows = write_rows();
+  const auto validation = rows.parent_path() / "validation.jsonl";
+  {
+    std::ofstream out(validation);
+    out << R"({"id": "v1", "tag": "aime", "domain": "math", "prompt": "RAW 1 + 1 =", "ground_truth": "2"})" << "\n"
+        << R"({"id": "v2", "tag": "essay", "messages": [{"role": "user", "content": "Why?"}], "ground_truth": "Because."})"
+        << "\n";
+  }
+  auto o = options(rows);
+  o.validation_files = {validation};
+  const auto tokenizer = text::Tokenizer::from_pretrained(*dir);
+  train::MixedPromptSource source(o, tokenizer, {151645});
+  // Exactly the validation rows, in file order, each in its domain; every training row trains (held_out unused).
+  REQUIRE(source.held_out().size() == 2);
+  CHECK(source.held_out()[0].domain == 0);  // its `domain` field names math (its tag names nothing)
+  CHECK(source.held_out()[0].prompt_text == "RAW 1 + 1 =");  // a prompt row is used as it is
+  CHECK(source.held_out()[1].domain == 1);
+  CHECK_THAT(source.held_out()[1].prompt_text, Catch::Contains("<|im_start|>user\nWhy?"));
+  std::set<std::string> ids;
+  for (int step = 1; step <= 6; ++step) {
+    for (const auto& p : source.train_batch(step, 8)) ids.insert(p.row->text("id").value());
+  }
+  CHECK(ids.count("v1") == 0);
+  CHECK(ids.size() == 18);  // all 12 math and 6 general rows train: nothing is split off
+}

@@ -129,6 +129,12 @@ struct GrpoTrainerOptions {
   double max_grad_norm = 1.0;           ///< global-norm clipping (0 = off; the norm is still logged)
   std::int64_t eval_samples = 4;        ///< samples per held-out problem (k of pass@k, n of maj@n)
   std::int64_t eval_problems = 0;       ///< held-out problems evaluate() samples (0 = all)
+  /// Evaluation sampling (ROLL's validation generating_args): temperature (unset: the training temperature), top-p,
+  /// top-k and min-p (off by default).
+  std::optional<double> eval_temperature;
+  double eval_top_p = 1.0;
+  std::int64_t eval_top_k = 0;
+  double eval_min_p = 0.0;
   std::uint64_t seed = 1;               ///< sampling seeds (by step, rank, round and chunk) and the checkpoint's seed
 
   /// Throws ConfigError naming the field: steps, P, mu, micro_batches, generation_chunks, eval_samples < 1, G < 2,
@@ -241,7 +247,7 @@ class GrpoTrainer {
   StepReport finish_step(const StepBatch& batch, const AdvantageOutput& advantages, const UpdateResult& update,
                          double seconds);
 
-  /// k = eval_samples samples per held-out problem at the training temperature, graded by the scorer's judges:
+  /// k = eval_samples samples per held-out problem with the evaluation sampling options, graded by the scorer's judges:
   /// mean accuracy, pass@k, maj@k. Calls on_evaluation. `max_new_tokens` = 0: the current stage's limit.
   EvaluationReport evaluate(std::int64_t step, std::int64_t max_new_tokens = 0);
 

@@ -45,6 +45,9 @@ struct MixedPromptSourceOptions {
   /// a domain's name to send them to ("math": the first math domain when none is called so; ROLL's behaviour).
   std::string unknown_tag;
   std::int64_t held_out = 0;          ///< rows of each domain kept out of training for evaluation
+  /// A separate validation set (ROLL's `validation.data_args.file_name`): its rows are the held-out problems (routed
+  /// to domains like training rows) and every training row trains; held_out is then not used.
+  std::vector<std::filesystem::path> validation_files;
   std::uint64_t seed = 1;             ///< the held-out split, the streams' order and the mixer
   DifficultyScheduleOptions curriculum;
   /// Steps the run will take: every step's curriculum range is checked to hold rows of every domain (a range without

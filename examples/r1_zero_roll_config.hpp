@@ -10,6 +10,7 @@
 //   response_length (or sequence_length − prompt_length, or actor_infer's max_new_tokens)   max_new_tokens
 //   ppo_epochs, pg_clip / use_pg_clip_range + pg_clip_low/high   mu, epsilon, epsilon_high
 //   dual_clip_loss (c = 1 + 2·pg_clip, ROLL's), advantage_clip, reward_clip   dual_clip, advantage_clip, reward_clip
+//   difficulty_mask with difficulty_low/high_threshold   difficulty_mask
 //   adv_estimator grpo | reinforce (with whiten_advantages) | a name r1_zero knows   advantage grpo | reinforce_pp | ...
 //   loss_agg_mode token-mean | seq-mean-token-mean | seq-mean-token-sum-norm   loss dapo | grpo | dr_grpo
 //   add_token_level_kl + init_kl_coef, target_kl, kl_horizon, kl_penalty   kl_in_reward.{coef, control, target, ...}
@@ -62,17 +63,17 @@ inline const std::map<std::string, std::string, std::less<>>& roll_reasons() {
       {"whiten_advantages", "whitening belongs to the estimator here (reinforce_pp, reinforce_pp_baseline)"},
       {"norm_mean_type", "the advantage estimator (--advantage) decides the baseline and scale"},
       {"norm_std_type", "the advantage estimator (--advantage) decides the baseline and scale"},
-      {"difficulty_mask", "use the pass-rate filter (--curriculum-filter-window) or dynamic sampling"},
-      {"difficulty_low_threshold", "use the pass-rate filter (--curriculum-filter-window) or dynamic sampling"},
-      {"difficulty_high_threshold", "use the pass-rate filter (--curriculum-filter-window) or dynamic sampling"},
+      {"difficulty_low_threshold", "without difficulty_mask no group is masked"},
+      {"difficulty_high_threshold", "without difficulty_mask no group is masked"},
       {"max_len_mask", "mask truncated completions with a context stage (stages: [{mask_truncated: true}])"},
       {"error_max_len_clip", "no counterpart: mask truncated completions with a context stage"},
       {"difficulty_loss_weight", "no counterpart"},
       {"length_loss_weight", "no counterpart"},
       {"value_clip", "no value model here"},
       {"lambd", "no value model here (GAE)"},
-      {"query_filter_config", "dynamic sampling (--dynamic-sampling-*) drops groups without spread instead of "
-                              "ROLL's mean/std thresholds"},
+      {"query_filter_config", "per-domain query filters are not mapped: one filter for every domain is "
+                              "--dynamic-sampling-min-std / --dynamic-sampling-mean-above / -below with "
+                              "--dynamic-sampling-max-rounds"},
       {"response_filter_config", "ROLL's response filter keeps every response (a stub there)"},
       {"max_new_tokens", "evaluation uses the run's completion limit (response_length)"},
       {"init_kl_coef", "without add_token_level_kl it only turns on ROLL's reference model"},
@@ -235,6 +236,11 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
   }
   if (flag("dual_clip_loss")) set("dual_clip", {fmt::format("{}", 1.0 + 2.0 * clip)}, *at("dual_clip_loss"));
   copy("advantage_clip", "advantage_clip");
+  if (flag("difficulty_mask")) {  // ROLL's defaults 0.0 and 1.0 (base_config.py)
+    const auto* low = at("difficulty_low_threshold");
+    const auto* high = at("difficulty_high_threshold");
+    set("difficulty_mask", {low ? text_of(*low) : "0.0", high ? text_of(*high) : "1.0"}, *at("difficulty_mask"));
+  }
   copy("reward_clip", "reward_clip");
 
   if (const auto* node = at("adv_estimator")) {

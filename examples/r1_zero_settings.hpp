@@ -50,6 +50,9 @@ struct Settings {
   std::int64_t dynamic_sampling_max_rounds = 0, dynamic_sampling_prompts = 0;
   std::string dynamic_sampling_at_cap = "train", dynamic_sampling_metric = "total";
   bool dynamic_sampling_per_domain = false;
+  double dynamic_sampling_min_std = 1e-8;
+  std::optional<double> dynamic_sampling_mean_above, dynamic_sampling_mean_below;
+  std::vector<double> difficulty_mask;
   std::int64_t generation_chunks = 1;
   bool overlap_scoring = false;
   std::string kl_control = "fixed";
@@ -248,6 +251,15 @@ inline std::vector<Field> fields(Settings& s) {
        "judged completions) or a reward's label"},
       {"--dynamic-sampling-per-domain", &s.dynamic_sampling_per_domain,
        "each domain keeps its share of the step's groups (ROLL filters per domain)"},
+      {"--dynamic-sampling-min-std", &s.dynamic_sampling_min_std,
+       "a kept group's metric std must exceed this (DAPO 1e-8; ROLL std_filter std_threshold)", at_least_zero()},
+      {"--dynamic-sampling-mean-above", &s.dynamic_sampling_mean_above,
+       "a kept group's metric mean must exceed this (ROLL mean_filter threshold_down)"},
+      {"--dynamic-sampling-mean-below", &s.dynamic_sampling_mean_below,
+       "a kept group's metric mean must be below this (ROLL mean_filter threshold_up)"},
+      {"--difficulty-mask", &s.difficulty_mask,
+       "LOW,HIGH: groups whose mean reward total is not strictly inside leave the loss (ROLL difficulty_mask)",
+       pair_list()},
       {"--generation-chunks", &s.generation_chunks, "sample each round's prompts in this many chunks (each with its own seed)",
        positive()},
       {"--overlap-scoring", &s.overlap_scoring,
@@ -657,6 +669,13 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   o.dynamic_sampling_at_cap = grpo::train::parse_dynamic_sampling_cap(s.dynamic_sampling_at_cap);
   o.dynamic_sampling_metric = s.dynamic_sampling_metric;
   o.dynamic_sampling_per_domain = s.dynamic_sampling_per_domain;
+  o.dynamic_sampling_filter = {.min_std = s.dynamic_sampling_min_std,
+                               .mean_above = s.dynamic_sampling_mean_above,
+                               .mean_below = s.dynamic_sampling_mean_below};
+  if (!s.difficulty_mask.empty()) {
+    GRPO_CHECK_CONFIG(s.difficulty_mask.size() == 2, "--difficulty-mask needs LOW,HIGH");
+    o.difficulty_mask = std::pair(s.difficulty_mask[0], s.difficulty_mask[1]);
+  }
   o.generation_chunks = s.generation_chunks;
   o.learning_rate = s.lr;
   o.weight_decay = s.weight_decay;

@@ -127,6 +127,11 @@ void GrpoTrainerOptions::validate() const {
   GRPO_CHECK_CONFIG(dynamic_sampling_prompts >= 0, "dynamic_sampling_prompts must be >= 0, got {}",
                     dynamic_sampling_prompts);
   GRPO_CHECK_CONFIG(generation_chunks >= 1, "generation_chunks must be >= 1, got {}", generation_chunks);
+  GRPO_CHECK_CONFIG(std::isfinite(dynamic_sampling_filter.min_std), "dynamic_sampling min_std must be finite, got {}",
+                    dynamic_sampling_filter.min_std);
+  GRPO_CHECK_CONFIG(!difficulty_mask || difficulty_mask->first < difficulty_mask->second,
+                    "difficulty_mask: low ({}) must be below high ({})", difficulty_mask ? difficulty_mask->first : 0.0,
+                    difficulty_mask ? difficulty_mask->second : 0.0);
   GRPO_CHECK_CONFIG(!dynamic_sampling_metric.empty(),
                     "dynamic_sampling_metric must be total, accuracy (acc) or a reward's label, got ''");
   GRPO_CHECK_CONFIG(std::isfinite(learning_rate) && learning_rate >= 0.0, "lr must be >= 0, got {}", learning_rate);
@@ -323,7 +328,8 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
     torch::Tensor flags = torch::zeros({2, round_prompts}, torch::kFloat64);
     auto flag = flags.accessor<double, 2>();
     const auto informative =
-        informative_groups(spread_values(scores, options_.dynamic_sampling_metric).view({shard.size(), group_size}));
+        informative_groups(spread_values(scores, options_.dynamic_sampling_metric).view({shard.size(), group_size}),
+                           options_.dynamic_sampling_filter);
     for (std::int64_t i = 0; i < shard.size(); ++i) {
       double correct = 0.0, judged = 0.0;
       for (std::int64_t g = 0; g < group_size; ++g) {
@@ -503,8 +509,19 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   const std::int64_t rows = batch.rows();  // may be 0 on a rank whose groups were all dropped
   const ContextStage& stage = context_.current();
   // The loss mask: without the truncated completions when the stage filters them (DAPO overlong filtering).
-  const torch::Tensor loss_mask =
+  torch::Tensor loss_mask =
       stage.mask_truncated ? truncated_completion_mask(rollout.completion_mask, rollout.truncated) : rollout.completion_mask;
+  // ROLL's difficulty mask: groups whose mean total is outside (low, high) leave the loss.
+  if (options_.difficulty_mask && rows > 0) {
+    const torch::Tensor totals = torch::tensor(rewards::with_nan(batch.totals)).to(torch::kFloat64);
+    const torch::Tensor grouped = totals.view({rows / batch.group_size, batch.group_size});
+    const torch::Tensor valid = grouped.isfinite();
+    const torch::Tensor mean = grouped.nan_to_num(0.0).sum(1) / valid.sum(1).clamp_min(1);
+    const torch::Tensor keep = (mean > options_.difficulty_mask->first) & (mean < options_.difficulty_mask->second);
+    const torch::Tensor rows_kept = keep.repeat_interleave(batch.group_size).unsqueeze(1);
+    loss_mask = loss_mask * rows_kept.to(loss_mask.scalar_type());
+    out.difficulty_masked_groups = static_cast<double>((~keep).sum().item<std::int64_t>());
+  }
   torch::Tensor kept_mask = loss_mask;  // ... and without the tokens rollout rejection drops
 
   // The loss takes the old log-probs (from collect_groups' log-prob pass) when μ > 1 and for rollout rejection
@@ -601,6 +618,9 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
   values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean,
                     static_cast<double>(batch.rows() / batch.group_size)});
   values.insert(values.end(), update.loss_metrics.begin(), update.loss_metrics.end());
+  if (options_.difficulty_mask) {
+    values.push_back({"difficulty_mask/masked_groups", update.difficulty_masked_groups, MetricReduction::sum, 1.0});
+  }
   values.insert(values.end(),
                 {{"completions/mean_length", lengths.mean().item<double>(), MetricReduction::weighted_mean, sampled},
                  {"completions/min_length", lengths.min().item<double>(), MetricReduction::min, sampled},

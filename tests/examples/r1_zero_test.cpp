@@ -978,7 +978,7 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
   // The report: each key not used, at its line, with the reason.
   for (const std::string expected :
        {"rlvr_config.yaml:18: prompt_length: prompts are not dropped by length here",
-        "difficulty_mask: use the pass-rate filter", "max_len_mask: mask truncated completions with a context stage",
+        "max_len_mask: mask truncated completions with a context stage",
         "validation.data_args.template: the model's own chat template",
         "validation.generating_args.max_new_tokens: evaluation uses the run's completion limit",
         "reference.strategy_args.strategy_name: infrastructure", "value_clip: no value model here",
@@ -1001,6 +1001,7 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
   CHECK(config.at("kl_in_reward_control") == "\"adaptive\"");
   CHECK(config.at("top_k") == "100");
   CHECK(config.at("eval_temperature") == "0.6");
+  CHECK(config.at("difficulty_mask") == "[0.1, 0.95]");
   CHECK(config.at("eval_top_k") == "50");
   CHECK(config.at("validation_data") == "[\"examples/data/math.jsonl\"]");
   const auto metrics = read_metrics(out);

@@ -77,6 +77,12 @@ TEST_CASE("informative_groups: spread means two values and std above 1e-8", "[tr
                                                {0.5f, 0.5f, 0.5f, 0.5000001f}}  // spread above 1e-8
                                               );
   CHECK(informative_groups(rewards) == std::vector<std::uint8_t>{0, 0, 1, 0, 1, 1});
+  // ROLL's filters: std above 0.4 (std of {1, 0, 0, 0} is 0.5, of {0, 1} 0.71, of the last ~5e-8), then a mean band
+  // (0.3, 0.9) that the {1, 0, 0, 0} group (mean 0.25) misses.
+  CHECK(informative_groups(rewards, {.min_std = 0.4}) == std::vector<std::uint8_t>{0, 0, 1, 0, 1, 0});
+  CHECK(informative_groups(rewards, {.min_std = 0.4, .mean_above = 0.3, .mean_below = 0.9}) ==
+        std::vector<std::uint8_t>{0, 0, 0, 0, 1, 0});
+  CHECK(informative_groups(rewards, {.mean_below = 0.5}) == std::vector<std::uint8_t>{0, 0, 1, 0, 0, 0});
   CHECK(informative_groups(torch::zeros({0, 4})).empty());
   CHECK_THROWS_AS(informative_groups(torch::zeros({4})), grpo::Error);
 }
@@ -287,4 +293,44 @@ TEST_CASE("GrpoTrainer dynamic sampling: the filter metric, and per-domain quota
       CHECK(easy > hard);  // the filter alone skews the mix towards the domain that spreads
     }
   }
+}
+
+TEST_CASE("GrpoTrainer difficulty mask: groups whose mean total is outside (low, high) leave the loss",
+          "[train][dynamic_sampling][trainer]") {
+  torch::manual_seed(6);
+  const grpo::models::CausalLM model(grpo::testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32}));
+  ProcessGroup group{ProcessGroupOptions{}};
+  auto reward = grpo::rewards::make_reward("accuracy", [](const grpo::rewards::Completion& c) {
+    return c.text.empty() ? 0.0 : static_cast<double>(c.text[0] % 2);
+  });
+  StepScorer scorer(grpo::rewards::RewardSet({{reward, 1.0}}));
+  TwoDomainTask task;
+  task.two = false;
+  auto options = filter_options();
+  options.dynamic_sampling_max_rounds = 0;
+  options.prompts_per_step = 8;
+  options.difficulty_mask = std::pair(0.3, 0.7);  // with G = 4: means 0.5 train; 0, 0.25, 0.75 and 1 do not
+  GrpoTrainer trainer(grpo::models::deep_copy(model), task, scorer, group, options);
+  trainer.begin_step(1);
+  const auto batch = trainer.collect_groups(1);
+  const auto adv = trainer.advantages(batch);
+  const auto update = trainer.policy_update(batch, adv);
+  const auto report = trainer.finish_step(batch, adv, update, 1.0);
+  // By hand: each group's mean total, and the completion tokens of the groups inside the band.
+  double masked = 0.0, tokens = 0.0;
+  const auto lengths = batch.rollout.completion_mask.sum(1);
+  for (std::int64_t p = 0; p < 8; ++p) {
+    double mean = 0.0;
+    for (std::int64_t g = 0; g < 4; ++g) mean += *batch.totals[static_cast<std::size_t>(4 * p + g)] / 4.0;
+    if (mean > 0.3 && mean < 0.7) {
+      for (std::int64_t g = 0; g < 4; ++g) tokens += lengths[4 * p + g].item<double>();
+    } else {
+      masked += 1.0;
+    }
+  }
+  CHECK(masked > 0.0);
+  CHECK(masked < 8.0);
+  CHECK(report.by_name.at("difficulty_mask/masked_groups") == masked);
+  CHECK(report.by_name.at("num_tokens") == tokens);
+  CHECK(std::isfinite(report.by_name.at("loss")));
 }

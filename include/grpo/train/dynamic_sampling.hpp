@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,9 +63,19 @@ struct DynamicSamplingOptions {
   }
 };
 
-/// [P] for rewards [P, G] (float, NaN = no value): 1 where the group's values have spread (at least two values and a
-/// Bessel standard deviation above 1e-8, the threshold GroupAdvantage uses for frac_reward_zero_std), else 0.
-inline std::vector<std::uint8_t> informative_groups(const torch::Tensor& rewards) {
+/// Which groups dynamic sampling keeps. DAPO: a Bessel std above 1e-8 (the threshold GroupAdvantage uses for
+/// frac_reward_zero_std). ROLL's query_filter_config (roll/distributed/scheduler/user_defined_rollout_loop.py): its
+/// std_filter drops a group whose std is ≤ std_threshold, its mean_filter one whose mean is ≤ threshold_down or ≥
+/// threshold_up; here both can apply at once.
+struct GroupFilter {
+  double min_std = 1e-8;                    ///< keep only std > min_std
+  std::optional<double> mean_above;         ///< keep only mean > this (ROLL threshold_down)
+  std::optional<double> mean_below;         ///< keep only mean < this (ROLL threshold_up)
+};
+
+/// [P] for rewards [P, G] (float, NaN = no value): 1 where the group passes `filter` (at least two values, a Bessel
+/// standard deviation above filter.min_std and the mean inside the band), else 0.
+inline std::vector<std::uint8_t> informative_groups(const torch::Tensor& rewards, const GroupFilter& filter = {}) {
   GRPO_CHECK(rewards.defined() && rewards.dim() == 2, "informative_groups: rewards must be [P, G], got {}",
              shape_str(rewards));
   const torch::Tensor r = rewards.to(torch::kCPU, torch::kFloat64).contiguous();
@@ -85,7 +96,9 @@ inline std::vector<std::uint8_t> informative_groups(const torch::Tensor& rewards
     for (int64_t g = 0; g < r.size(1); ++g) {
       if (!std::isnan(values[p][g])) squares += (values[p][g] - mean) * (values[p][g] - mean);
     }
-    out[static_cast<std::size_t>(p)] = std::sqrt(squares / static_cast<double>(count - 1)) > 1e-8;
+    out[static_cast<std::size_t>(p)] = std::sqrt(squares / static_cast<double>(count - 1)) > filter.min_std &&
+                                       (!filter.mean_above || mean > *filter.mean_above) &&
+                                       (!filter.mean_below || mean < *filter.mean_below);
   }
   return out;
 }

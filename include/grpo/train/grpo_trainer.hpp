@@ -119,6 +119,12 @@ struct GrpoTrainerOptions {
   std::string dynamic_sampling_metric = "total";
   /// Each domain keeps its share of the step's groups (dynamic_sampling.hpp), as ROLL filters per domain.
   bool dynamic_sampling_per_domain = false;
+  /// Which groups count as informative (dynamic_sampling.hpp GroupFilter): DAPO's std > 1e-8 by default; ROLL's
+  /// std_filter and mean_filter thresholds.
+  GroupFilter dynamic_sampling_filter;
+  /// ROLL difficulty_mask (roll/utils/functionals.py): the completions of a group whose mean reward total is not
+  /// strictly inside (low, high) leave the loss and its normaliser (they stay in the metrics). Unset: off.
+  std::optional<std::pair<double, double>> difficulty_mask;
   /// Each round's prompts (this rank's share) are sampled in this many chunks, each with its own seed; the scorer
   /// scores chunk k while chunk k + 1 is sampled when it prefetches.
   std::int64_t generation_chunks = 1;
@@ -175,6 +181,7 @@ struct UpdateResult {
   double grad_norm = 0.0;
   double beta = 0.0;  ///< the KL coefficient the loss used
   double entropy_coef = 0.0;  ///< the entropy-bonus coefficient after this step's update(s) (TRL logs it)
+  double difficulty_masked_groups = 0.0;  ///< groups the difficulty mask took out of the loss (this rank's)
 };
 
 /// Sets `name` as the run's advantage estimator: a token-level one (reinforce_pp, remax, optimal_token_baseline and

@@ -11,6 +11,7 @@
 //   ppo_epochs, pg_clip / use_pg_clip_range + pg_clip_low/high   mu, epsilon, epsilon_high
 //   dual_clip_loss (c = 1 + 2·pg_clip, ROLL's), advantage_clip, reward_clip   dual_clip, advantage_clip, reward_clip
 //   difficulty_mask with difficulty_low/high_threshold   difficulty_mask
+//   whiten_advantages                               whiten_advantages (with reinforce: reinforce_pp)
 //   adv_estimator grpo | reinforce (with whiten_advantages) | a name r1_zero knows   advantage grpo | reinforce_pp | ...
 //   loss_agg_mode token-mean | seq-mean-token-mean | seq-mean-token-sum-norm   loss dapo | grpo | dr_grpo
 //   add_token_level_kl + init_kl_coef, target_kl, kl_horizon, kl_penalty   kl_in_reward.{coef, control, target, ...}
@@ -60,7 +61,6 @@ namespace detail {
 inline const std::map<std::string, std::string, std::less<>>& roll_reasons() {
   static const std::map<std::string, std::string, std::less<>> reasons = {
       {"prompt_length", "prompts are not dropped by length here (ROLL drops prompts longer than prompt_length)"},
-      {"whiten_advantages", "whitening belongs to the estimator here (reinforce_pp, reinforce_pp_baseline)"},
       {"norm_mean_type", "the advantage estimator (--advantage) decides the baseline and scale"},
       {"norm_std_type", "the advantage estimator (--advantage) decides the baseline and scale"},
       {"difficulty_low_threshold", "without difficulty_mask no group is masked"},
@@ -236,6 +236,9 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
   }
   if (flag("dual_clip_loss")) set("dual_clip", {fmt::format("{}", 1.0 + 2.0 * clip)}, *at("dual_clip_loss"));
   copy("advantage_clip", "advantage_clip");
+  if (const auto* node = at("adv_estimator"); node == nullptr || text_of(*node) != "reinforce") {
+    copy("whiten_advantages", "whiten_advantages");  // reinforce: part of reinforce_pp below
+  }
   if (flag("difficulty_mask")) {  // ROLL's defaults 0.0 and 1.0 (base_config.py)
     const auto* low = at("difficulty_low_threshold");
     const auto* high = at("difficulty_high_threshold");

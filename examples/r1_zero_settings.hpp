@@ -60,6 +60,7 @@ struct Settings {
   double gamma = 1.0;
   bool otb_handle_zero_tail = false;
   double advantage_clip = 0.0, reward_clip = 0.0, dual_clip = 0.0;  // 0 = off
+  bool whiten_advantages = false;
   // KL in the reward (off while its coefficient is 0).
   double kl_in_reward_coef = 0.0, kl_in_reward_target = 0.1, kl_in_reward_horizon = 10000;
   std::string kl_in_reward_control = "fixed", kl_in_reward_estimator = "k1";
@@ -218,6 +219,8 @@ inline std::vector<Field> fields(Settings& s) {
          grpo::train::select_advantage(o, v);
        })},
       {"--gamma", &s.gamma, "reinforce_pp: discount of the token returns", within(0.0, 1.0)},
+      {"--whiten-advantages", &s.whiten_advantages,
+       "whiten the advantages over the batch's completion tokens after the estimator (ROLL whiten_advantages)"},
       {"--advantage-clip", &s.advantage_clip, "clamp group-relative advantages to [-C, C] (ROLL advantage_clip; 0 = off)",
        at_least_zero()},
       {"--reward-clip", &s.reward_clip, "clamp each reward total to [-C, C] before the estimator (ROLL reward_clip; "
@@ -637,6 +640,7 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   grpo::select_policy_loss(o.loss, *s.policy_loss);
   grpo::train::select_advantage(o, s.advantage);  // a token-level, built-in group or registered estimator
   o.token_advantage.gamma = s.gamma;
+  o.whiten_advantages = s.whiten_advantages;
   if (s.advantage_clip > 0) o.advantage.advantage_clip = std::pair(-s.advantage_clip, s.advantage_clip);
   if (s.reward_clip > 0) o.advantage.reward_clip = std::pair(-s.reward_clip, s.reward_clip);
   if (s.dual_clip > 0) o.loss.policy.dual_clip_c = s.dual_clip;

@@ -477,7 +477,14 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   // Group-relative: the sequence reward, less β_r·Σ_t KL_t with KL in the reward (the sum of the token rewards).
   const torch::Tensor sequence_rewards = kl_in_reward ? totals - beta * kl.sum(1) : totals;
   AdvantageOutput out = advantage_(sequence_rewards.view({groups, batch.group_size}));
-  if (token.estimator == TokenAdvantageEstimator::none) return out;
+  const torch::Tensor tokens = (batch.rollout.completion_mask != 0).to(torch::kFloat64);
+  if (token.estimator == TokenAdvantageEstimator::none) {
+    if (options_.whiten_advantages) {  // each sequence weighs its token count; rows without a reward stay 0
+      const torch::Tensor weights = tokens.sum(1) * out.valid.reshape({-1}).to(torch::kFloat64);
+      out.advantages = masked_whiten(out.advantages, weights) * (weights > 0);
+    }
+    return out;
+  }
 
   // Token-level: completions without a total (or, for ReMax, without a baseline) take no part and get 0.
   torch::Tensor scored = totals.isfinite();
@@ -500,6 +507,7 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
     case TokenAdvantageEstimator::none:
       break;
   }
+  if (options_.whiten_advantages) out.advantages = masked_whiten(out.advantages, mask) * mask;
   return out;
 }
 

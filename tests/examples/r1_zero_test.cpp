@@ -982,7 +982,7 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
         "validation.data_args.template: the model's own chat template",
         "validation.generating_args.max_new_tokens: evaluation uses the run's completion limit",
         "reference.strategy_args.strategy_name: infrastructure", "value_clip: no value model here",
-        "rewards.ifeval: not in domain_interleave_probs", "whiten_advantages: whitening belongs to the estimator",
+        "rewards.ifeval: not in domain_interleave_probs",
         "rewards.code_sandbox.use_local: not a setting this converter maps"}) {
     CHECK_THAT(run.out, Catch::Contains(expected));
   }
@@ -1002,6 +1002,7 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
   CHECK(config.at("top_k") == "100");
   CHECK(config.at("eval_temperature") == "0.6");
   CHECK(config.at("difficulty_mask") == "[0.1, 0.95]");
+  CHECK(config.at("whiten_advantages") == "true");
   CHECK(config.at("eval_top_k") == "50");
   CHECK(config.at("validation_data") == "[\"examples/data/math.jsonl\"]");
   const auto metrics = read_metrics(out);

@@ -299,3 +299,39 @@ TEST_CASE("select_advantage: one name picks one estimator, and bad names list bo
   CHECK(!o.kl_in_reward.enabled());
   CHECK_THROWS_WITH(o.validate(), Catch::Contains("kl_in_reward"));
 }
+
+TEST_CASE("GrpoTrainer: whiten_advantages whitens group advantages over the completion tokens, by hand",
+          "[train][trainer]") {
+  Run run([](train::GrpoTrainerOptions& o) {
+    train::select_advantage(o, "dr_grpo");
+    o.whiten_advantages = true;  // ROLL whiten_advantages
+  });
+  auto& trainer = *run.trainer;
+  trainer.begin_step(1);
+  const auto batch = trainer.collect_groups(1);
+  const auto adv = trainer.advantages(batch);
+  REQUIRE(adv.advantages.dim() == 1);
+  // r − group mean, then (a − mean_w)/sqrt(var_w + 1e-8) with each sequence weighted by its token count (verl's
+  // masked_whiten over tokens: mean over N + 1e-8, unbiased variance).
+  const auto mask = rows_of(batch.rollout.completion_mask);
+  std::vector<double> a(batch.totals.size()), w(batch.totals.size());
+  for (std::size_t p = 0; p < a.size() / 4; ++p) {
+    double mean = 0.0;
+    for (std::size_t g = 0; g < 4; ++g) mean += static_cast<double>(*batch.totals[4 * p + g]) / 4.0;
+    for (std::size_t g = 0; g < 4; ++g) a[4 * p + g] = static_cast<double>(*batch.totals[4 * p + g]) - mean;
+  }
+  double n = 0.0, sum = 0.0;
+  for (std::size_t b = 0; b < a.size(); ++b) {
+    for (const double m : mask[b]) w[b] += m != 0 ? 1.0 : 0.0;
+    n += w[b];
+    sum += w[b] * a[b];
+  }
+  const double mean = sum / (n + 1e-8);
+  double squares = 0.0;
+  for (std::size_t b = 0; b < a.size(); ++b) squares += w[b] * (a[b] - mean) * (a[b] - mean);
+  const double var = squares / (n + 1e-8) * n / (n - 1.0);
+  for (std::size_t b = 0; b < a.size(); ++b) {
+    const double expected = w[b] > 0 ? (a[b] - mean) / std::sqrt(var + 1e-8) : 0.0;
+    CHECK(adv.advantages[static_cast<std::int64_t>(b)].item<double>() == Approx(expected).epsilon(1e-9).margin(1e-9));
+  }
+}

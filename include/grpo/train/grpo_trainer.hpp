@@ -96,6 +96,10 @@ struct GrpoTrainerOptions {
   /// (scored alone, by the same scorer); optimal_token_baseline computes Σπ² in the log-prob pass. `advantage`
   /// still gives the logged group statistics (frac_reward_zero_std).
   TokenAdvantageOptions token_advantage;
+  /// ROLL whiten_advantages (roll/utils/functionals.py compute_advantage): the advantages whitened over the batch's
+  /// completion tokens (masked_whiten.hpp) after the estimator; a sequence's advantage counts once per token. This
+  /// rank's completions, as REINFORCE++'s whitening.
+  bool whiten_advantages = false;
   KlInRewardOptions kl_in_reward;
   /// β and its control (fixed, or adaptive towards a target KL). β > 0 makes a frozen copy of the starting policy the
   /// reference.

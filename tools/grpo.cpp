@@ -7,7 +7,10 @@
 //                                             "rewards": {name: value|null} and "reward": weighted total|null
 //                                             (ROLL code rows work with code_tests: test_cases, case_type, ...;
 //                                             --threads N scores on N executor threads)
-//   grpo tokenize --tokenizer PATH [--chat]   {"text"} (or {"messages"} with --chat) lines → {"ids"} lines
+//   grpo tokenize --tokenizer PATH [--chat]   {"text"} (or {"messages"} with --chat, and Hugging Face's optional
+//                                             "add_generation_prompt" and "enable_thinking") lines → {"ids"} lines;
+//                                             PATH a model directory, or a tokenizer.json (its directory's
+//                                             tokenizer_config.json is read too when there is one)
 //   grpo generate --model DIR --prompt TEXT   prints a completion (tokenizer files in DIR)
 //   grpo logprobs --model DIR                 {"ids"} lines → {"logprobs"} (per token, tokens 1..n-1)
 // Malformed input lines are reported on stderr with their line number; every line still gets an output line (an
@@ -166,9 +169,33 @@ std::vector<grpo::text::ChatMessage> parse_messages(const std::string& line) {
   return messages;
 }
 
+/// A model directory, or a tokenizer.json: with the chat template and special tokens of the tokenizer_config.json
+/// beside it when there is one (as Hugging Face's AutoTokenizer reads the directory).
 grpo::text::Tokenizer load_tokenizer(const std::string& path) {
-  return std::filesystem::is_directory(path) ? grpo::text::Tokenizer::from_pretrained(path)
-                                             : grpo::text::Tokenizer::from_file(path);
+  const std::filesystem::path file(path);
+  if (std::filesystem::is_directory(file)) return grpo::text::Tokenizer::from_pretrained(file);
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  if (file.filename() == "tokenizer.json" && std::filesystem::exists(dir / "tokenizer_config.json")) {
+    return grpo::text::Tokenizer::from_pretrained(dir);
+  }
+  return grpo::text::Tokenizer::from_file(file);
+}
+
+/// Hugging Face's apply_chat_template switches a line may carry: add_generation_prompt and enable_thinking (booleans).
+grpo::text::ChatRenderOptions render_options(const std::string& line) {
+  simdjson::dom::parser parser;
+  simdjson::dom::object object;
+  grpo::text::ChatRenderOptions options;
+  if (parser.parse(line).get_object().get(object)) return options;
+  for (const char* key : {"add_generation_prompt", "enable_thinking"}) {
+    simdjson::dom::element value;
+    if (object.at_key(key).get(value) || value.is_null()) continue;
+    bool flag = false;
+    if (value.get_bool().get(flag)) throw grpo::ParseError(fmt::format("field \"{}\" should be true or false", key));
+    if (std::string_view(key) == "add_generation_prompt") options.add_generation_prompt = flag;
+    else options.enable_thinking = flag;
+  }
+  return options;
 }
 
 int run_tokenize(const std::string& path, bool chat) {
@@ -177,7 +204,7 @@ int run_tokenize(const std::string& path, bool chat) {
     try {
       std::vector<int32_t> ids;
       if (chat) {
-        ids = tokenizer.encode_chat(parse_messages(line));
+        ids = tokenizer.encode_chat(parse_messages(line), render_options(line));
       } else {
         auto text = grpo::rewards::Row::from_json(line).text("text");
         if (!text) throw grpo::ParseError("needs a string field \"text\"");

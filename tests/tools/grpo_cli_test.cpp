@@ -98,6 +98,16 @@ TEST_CASE("grpo tokenize gives Hugging Face's ids for the real Qwen tokenizer", 
   auto chat = run("tokenize --chat --tokenizer " + dir.string(), R"({"messages": [{"role": "user", "content": "hi"}]})" "\n");
   // <|im_start|> user \n hi <|im_end|> \n
   REQUIRE(chat.out == "{\"ids\":[151644,872,198,6023,151645,198]}\n");
+  // Hugging Face's add_generation_prompt, given the tokenizer.json path (its tokenizer_config.json is beside it);
+  // the ids from tests/text/data/qwen3_reference.jsonl.
+  auto prompt = run("tokenize --chat --tokenizer " + (dir / "tokenizer.json").string(),
+                    R"({"messages": [{"role": "user", "content": "What is 2+2?"}], "add_generation_prompt": true})"
+                    "\n"
+                    R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": "yes"})" "\n");
+  CHECK(prompt.status == 1);  // the second line is bad
+  CHECK_THAT(prompt.out, Catch::StartsWith("{\"ids\":[151644,872,198,3838,374,220,17,10,17,30,151645,198,151644,77091,"
+                                           "198]}\n"));
+  CHECK_THAT(prompt.out, Catch::Contains("add_generation_prompt\\\" should be true or false"));
 }
 
 TEST_CASE("grpo logprobs matches log-softmax of the model's logits", "[tools]") {

@@ -2,7 +2,10 @@
 // grpo: the command-line tool.
 //   grpo verify --gold G --pred P             prints true or false (a gold answer without $, \(, \[ or \boxed is
 //                                             read as one LaTeX answer; the prediction may be a whole completion)
-//   grpo verify --jsonl                       {"gold", "pred"} lines on stdin → {"equivalent", "verdict"} lines
+//   grpo verify --jsonl                       {"gold", "pred"[, "config"]} lines on stdin → {"equivalent", "verdict"}
+//                                             lines; "config" (and the flags --harness, --extraction,
+//                                             --boxed-match-priority, --float-rounding, --numeric-precision,
+//                                             --strict, --allow-set-relation-comp) take Math-Verify's harness settings
 //   grpo score --rewards a,b [--config F]     {"completion", ground-truth fields...} lines → the same objects plus
 //                                             "rewards": {name: value|null} and "reward": weighted total|null
 //                                             (ROLL code rows work with code_tests: test_cases, case_type, ...;
@@ -56,8 +59,56 @@ std::string json_number(std::optional<double> value) {
   return value && std::isfinite(*value) ? fmt::format("{}", *value) : "null";
 }
 
-int run_verify(const std::string& gold, const std::string& pred, bool jsonl) {
-  const auto options = grpo::math::math_verify_defaults();
+/// A --jsonl line's "config": Math-Verify's harness settings (grpo::math::HarnessSettings), over the flags' values.
+grpo::math::HarnessSettings line_settings(const std::string& line, grpo::math::HarnessSettings settings) {
+  simdjson::dom::parser parser;
+  simdjson::dom::object config;
+  simdjson::dom::element element;
+  if (parser.parse(line).get(element) || element["config"].get(element)) return settings;
+  if (element.is_null()) return settings;
+  if (element.get_object().get(config)) throw grpo::ParseError("field \"config\" should be an object");
+  for (auto [key, value] : config) {
+    const auto whole = [&, key = key, value = value]() {
+      std::int64_t n = 0;
+      if (value.get_int64().get(n)) throw grpo::ParseError(fmt::format("config.{} should be an integer", key));
+      return static_cast<int>(n);
+    };
+    const auto flag = [&, key = key, value = value]() {
+      bool b = false;
+      if (value.get_bool().get(b)) throw grpo::ParseError(fmt::format("config.{} should be true or false", key));
+      return b;
+    };
+    if (key == "float_rounding") settings.float_rounding = whole();
+    else if (key == "numeric_precision") settings.numeric_precision = whole();
+    else if (key == "boxed_match_priority") settings.boxed_match_priority = whole();
+    else if (key == "strict") settings.strict = flag();
+    else if (key == "allow_set_relation_comp") settings.allow_set_relation_comp = flag();
+    else if (key == "harness") {
+      std::string_view text;
+      if (value.get_string().get(text)) throw grpo::ParseError("config.harness should be a string");
+      settings.harness = std::string(text);
+    } else if (key == "extraction") {
+      simdjson::dom::array targets;
+      if (value.get_array().get(targets)) throw grpo::ParseError("config.extraction should be a list of strings");
+      std::vector<std::string> names;
+      for (auto target : targets) {
+        std::string_view text;
+        if (target.get_string().get(text)) throw grpo::ParseError("config.extraction should be a list of strings");
+        names.emplace_back(text);
+      }
+      settings.extraction = std::move(names);
+    } else {
+      throw grpo::ParseError(fmt::format("config: unknown key '{}' (float_rounding, numeric_precision, strict, "
+                                         "extraction, boxed_match_priority, allow_set_relation_comp, harness)",
+                                         key));
+    }
+  }
+  return settings;
+}
+
+int run_verify(const std::string& gold, const std::string& pred, bool jsonl,
+               const grpo::math::HarnessSettings& flags) {
+  const auto options = grpo::math::harness_options(flags);  // a bad flag is an error before any line
   if (!jsonl) {
     const auto verdict = grpo::math::verify(grpo::math::wrap_bare_gold(gold), pred, options);
     std::cout << (verdict == grpo::math::Verdict::equal ? "true" : "false") << "\n";
@@ -68,7 +119,8 @@ int run_verify(const std::string& gold, const std::string& pred, bool jsonl) {
       auto row = grpo::rewards::Row::from_json(line);
       auto g = row.text("gold"), p = row.text("pred");
       if (!g || !p) throw grpo::ParseError("needs string fields \"gold\" and \"pred\"");
-      const auto verdict = grpo::math::verify(grpo::math::wrap_bare_gold(*g), *p, options);
+      const auto verdict =
+          grpo::math::verify(grpo::math::wrap_bare_gold(*g), *p, grpo::math::harness_options(line_settings(line, flags)));
       std::cout << fmt::format("{{\"equivalent\":{},\"verdict\":\"{}\"}}\n", verdict == grpo::math::Verdict::equal,
                                grpo::math::to_string(verdict));
       return true;
@@ -285,7 +337,17 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "Is the predicted answer equivalent to the gold one?");
   verify->add_option("--gold", gold, "gold answer (LaTeX or plain)");
   verify->add_option("--pred", pred, "predicted answer or completion");
-  verify->add_flag("--jsonl", jsonl, "read {\"gold\", \"pred\"} lines on stdin");
+  verify->add_flag("--jsonl", jsonl, "read {\"gold\", \"pred\"[, \"config\"]} lines on stdin");
+  grpo::math::HarnessSettings harness;
+  verify->add_option("--harness", harness.harness, "parse_verify_defaults (default) or compare_strings (Math-Verify's "
+                                                   "test harness: boxed first)");
+  verify->add_option("--extraction", harness.extraction, "targets on both sides: latex,expr")->delimiter(',');
+  verify->add_option("--boxed-match-priority", harness.boxed_match_priority, "priority of \\boxed (0 = first, -1 = off)");
+  verify->add_option("--float-rounding", harness.float_rounding, "decimal places floats are rounded to (6)");
+  verify->add_option("--numeric-precision", harness.numeric_precision, "significant digits compared (15)");
+  verify->add_option("--strict", harness.strict, "true: symbols must match (Math-Verify strict)");
+  verify->add_option("--allow-set-relation-comp", harness.allow_set_relation_comp,
+                     "true: a set may equal a relation (x < 3 vs (-oo, 3))");
 
   std::string reward_names, config;
   auto* score = app.add_subcommand("score", "Score completions read as JSON lines on stdin");
@@ -322,7 +384,7 @@ int main(int argc, char** argv) {
       if (!jsonl && (verify->count("--gold") == 0 || verify->count("--pred") == 0)) {
         throw grpo::ConfigError("grpo verify: give --gold and --pred, or --jsonl");
       }
-      return run_verify(gold, pred, jsonl);
+      return run_verify(gold, pred, jsonl, harness);
     }
     if (*score) return run_score(reward_names, config, score_threads);
     if (*tokenize) return run_tokenize(tokenizer_path, chat);

@@ -145,6 +145,35 @@ VerifyOptions math_verify_test_harness(bool latex, bool expr) {
   return o;
 }
 
+VerifyOptions harness_options(const HarnessSettings& settings) {
+  bool latex = true, expr = true;
+  if (settings.extraction) {
+    latex = expr = false;
+    for (const std::string& target : *settings.extraction) {
+      GRPO_CHECK_CONFIG(target == "latex" || target == "expr", "extraction: '{}' is not a target (latex, expr)",
+                        target);
+      latex |= target == "latex";
+      expr |= target == "expr";
+    }
+    GRPO_CHECK_CONFIG(latex || expr, "extraction: give at least one target (latex, expr)");
+  }
+  const std::string harness = settings.harness.value_or("parse_verify_defaults");
+  GRPO_CHECK_CONFIG(harness == "parse_verify_defaults" || harness == "compare_strings",
+                    "harness: '{}' is not parse_verify_defaults or compare_strings{}", harness,
+                    harness == "sympy_expr_eq" ? " (sympy_expr_eq compares SymPy objects, not text)" : "");
+  VerifyOptions o = harness == "compare_strings" ? math_verify_test_harness(latex, expr) : math_verify_defaults();
+  for (ExtractOptions* e : {&o.gold, &o.pred}) {
+    e->latex = latex;
+    e->expr = expr;
+    if (settings.boxed_match_priority) e->boxed_match_priority = *settings.boxed_match_priority;
+  }
+  if (settings.float_rounding) o.float_rounding = *settings.float_rounding;
+  if (settings.numeric_precision) o.numeric_precision = *settings.numeric_precision;
+  if (settings.strict) o.strict = *settings.strict;
+  if (settings.allow_set_relation_comp) o.allow_set_relation_comp = *settings.allow_set_relation_comp;
+  return o;  // verify() checks the ranges
+}
+
 VerifyOptions open_r1_accuracy() {
   VerifyOptions o;
   o.gold.mode = ExtractionMode::first_match;

@@ -106,18 +106,18 @@ TEST_CASE("conformance: Math-Verify's test suite (math_verify_cases.jsonl)", "[m
     const std::string category = str_or_empty(obj["category"]);
     simdjson::ondemand::object cfg = obj["config"].get_object();
     const std::string harness = str_or_empty(cfg["harness"]);
-    bool latex = false, expr = false;
-    for (auto target : cfg["extraction"].get_array()) {
-      const std::string_view t = target.get_string();
-      latex |= t == "latex";
-      expr |= t == "expr";
-    }
-    gm::VerifyOptions o = harness == "parse_verify_defaults" ? gm::math_verify_defaults()
-                                                             : gm::math_verify_test_harness(latex, expr);
-    o.float_rounding = static_cast<int>(int64_t(cfg["float_rounding"]));
-    o.numeric_precision = static_cast<int>(int64_t(cfg["numeric_precision"]));
-    o.strict = bool(cfg["strict"]);
-    o.allow_set_relation_comp = bool(cfg["allow_set_relation_comp"]);
+    // The row's settings through the library's one mapping (grpo verify's too); sympy_expr_eq compares parsed
+    // expressions below, with the test harness's numbers.
+    gm::HarnessSettings settings;
+    settings.harness = harness == "sympy_expr_eq" ? "compare_strings" : harness;
+    settings.extraction.emplace();
+    for (auto target : cfg["extraction"].get_array()) settings.extraction->emplace_back(std::string_view(target.get_string()));
+    settings.boxed_match_priority = static_cast<int>(int64_t(cfg["boxed_match_priority"]));
+    settings.float_rounding = static_cast<int>(int64_t(cfg["float_rounding"]));
+    settings.numeric_precision = static_cast<int>(int64_t(cfg["numeric_precision"]));
+    settings.strict = bool(cfg["strict"]);
+    settings.allow_set_relation_comp = bool(cfg["allow_set_relation_comp"]);
+    gm::VerifyOptions o = gm::harness_options(settings);
     o.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     gm::Verdict v;
     if (harness == "sympy_expr_eq") {

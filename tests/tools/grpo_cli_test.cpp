@@ -87,6 +87,33 @@ TEST_CASE("grpo score adds per-reward values and the weighted total to each line
   REQUIRE(stderr_text().find("nonsense") != std::string::npos);
 }
 
+TEST_CASE("grpo verify takes Math-Verify's harness settings per line and as flags", "[tools]") {
+  // float_rounding 2: 3.14159 and 3.14 agree to two places (not to the default six); extraction expr only: the
+  // LaTeX gold has no plain-number answer, so nothing is equal.
+  auto r = run("verify --jsonl",
+               R"({"gold": "3.14159", "pred": "$3.14$"})" "\n"
+               R"({"gold": "3.14159", "pred": "$3.14$", "config": {"float_rounding": 2}})" "\n"
+               R"({"gold": "\\frac{1}{2}", "pred": "$0.5$"})" "\n"
+               R"({"gold": "\\frac{1}{2}", "pred": "$0.5$", "config": {"extraction": ["expr"], "strict": true}})" "\n"
+               R"({"gold": "1", "pred": "1", "config": {"rounding": 2}})" "\n"
+               R"({"gold": "1", "pred": "1", "config": {"extraction": ["text"]}})" "\n");
+  CHECK(r.status == 1);
+  std::istringstream lines(r.out);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(lines, line);) out.push_back(line);
+  REQUIRE(out.size() == 6);
+  CHECK(out[0] == R"({"equivalent":false,"verdict":"not_equal"})");
+  CHECK(out[1] == R"({"equivalent":true,"verdict":"equal"})");
+  CHECK(out[2] == R"({"equivalent":true,"verdict":"equal"})");
+  CHECK_THAT(out[3], Catch::StartsWith(R"({"equivalent":false)"));
+  CHECK_THAT(out[4], Catch::Contains("config: unknown key 'rounding'"));
+  CHECK_THAT(out[5], Catch::Contains("extraction: 'text' is not a target (latex, expr)"));
+  CHECK(run("verify --gold 3.14159 --pred '$3.14$' --float-rounding 2").out == "true\n");
+  CHECK(run("verify --gold 3.14159 --pred '$3.14$'").out == "false\n");
+  const auto bad = run("verify --gold 1 --pred 1 --harness sympy_expr_eq");
+  CHECK(bad.status == 2);
+}
+
 TEST_CASE("grpo tokenize gives Hugging Face's ids for the real Qwen tokenizer", "[tools][needs-tokenizer]") {
   const auto found = grpo::text::testing::find_tokenizer_dir("qwen3");
   if (!found) GRPO_SKIP(grpo::text::testing::missing_tokenizer("qwen3"));

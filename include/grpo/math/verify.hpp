@@ -15,6 +15,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "grpo/math/expr.hpp"
 #include "grpo/math/extract.hpp"
@@ -90,5 +91,22 @@ VerifyOptions open_r1_accuracy();
 // Math-Verify's test-suite harness (tests/test_all.py compare_strings): boxed priority 0 on both sides and the
 // given targets.
 VerifyOptions math_verify_test_harness(bool latex, bool expr);
+
+// Math-Verify's harness settings by name, as its test suite's per-case config writes them and `grpo verify` takes
+// them (a --jsonl line's "config" object, or flags). Unset fields keep the base's.
+struct HarnessSettings {
+  // "parse_verify_defaults" (math_verify_defaults) or "compare_strings" (math_verify_test_harness, tests/test_all.py);
+  // unset: math_verify_defaults.
+  std::optional<std::string> harness;
+  std::optional<std::vector<std::string>> extraction;  // targets on both sides: "latex", "expr"
+  std::optional<int> boxed_match_priority;             // both sides; -1 = no boxed pattern
+  std::optional<int> float_rounding, numeric_precision;
+  std::optional<bool> strict, allow_set_relation_comp;
+};
+
+// The options `settings` describe. Throws grpo::ConfigError naming the setting: an unknown harness (also
+// "sympy_expr_eq", which compares SymPy objects rather than text), an extraction target other than latex and expr,
+// or none; verify() checks the numbers' ranges.
+VerifyOptions harness_options(const HarnessSettings& settings);
 
 }  // namespace grpo::math

@@ -509,33 +509,25 @@ inline void apply_roll_config(CLI::App& app, const fs::path& path, const ConfigA
 inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
   RunConfig run;
   run.rewards_given = app.get_option("--rewards")->count() > 0;
-  if (flags.config_path.empty() && flags.overrides.empty()) {
-    if (!flags.roll_config_path.empty()) {
-      ConfigApplication applied;
-      for (const CLI::Option* option : app.get_options()) {
-        if (option->count() > 0) applied.from_command_line.insert(option);
-      }
-      apply_roll_config(app, flags.roll_config_path, applied, run);
-    }
-    return run;
-  }
-  grpo::io::ConfigNode root = flags.config_path.empty() ? grpo::io::parse_config("{}", "--set")
-                                                        : grpo::io::load_layered_config(flags.config_path);
-  for (const std::string& assignment : flags.overrides) grpo::io::apply_config_override(root, assignment);
   ConfigApplication applied;
   for (const CLI::Option* option : app.get_options()) {
     if (option->count() > 0) applied.from_command_line.insert(option);
   }
-  apply_config_tree(app, root, "", run, applied);
-  if (const auto* domains = root.find("domains")) {
-    run.domains = grpo::train::read_domains(*domains);
-    run.domains_json = grpo::io::to_json(*domains);
+  if (!flags.config_path.empty() || !flags.overrides.empty()) {
+    grpo::io::ConfigNode root = flags.config_path.empty() ? grpo::io::parse_config("{}", "--set")
+                                                          : grpo::io::load_layered_config(flags.config_path);
+    for (const std::string& assignment : flags.overrides) grpo::io::apply_config_override(root, assignment);
+    apply_config_tree(app, root, "", run, applied);
+    if (const auto* domains = root.find("domains")) {
+      run.domains = grpo::train::read_domains(*domains);
+      run.domains_json = grpo::io::to_json(*domains);
+    }
+    if (const auto* stages = root.find("stages")) {
+      run.stages = grpo::train::read_context_stages(*stages);
+      run.stages_json = grpo::io::to_json(*stages);
+    }
+    grpo::io::reject_unread_keys(root);
   }
-  if (const auto* stages = root.find("stages")) {
-    run.stages = grpo::train::read_context_stages(*stages);
-    run.stages_json = grpo::io::to_json(*stages);
-  }
-  grpo::io::reject_unread_keys(root);
   if (!flags.roll_config_path.empty()) apply_roll_config(app, flags.roll_config_path, applied, run);
   run.rewards_given = run.rewards_given || app.get_option("--rewards")->count() > 0;
   return run;

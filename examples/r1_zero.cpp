@@ -289,7 +289,7 @@ int main(int argc, char** argv) try {
       }
     }
     trainer.add_callback(std::make_shared<grpo::train::MetricsLog>(
-        s.output_dir / "metrics.jsonl", s.tensorboard ? s.output_dir / "tensorboard" : fs::path(), mode));
+        s.output_dir / "metrics.jsonl", s.tensorboard ? s.output_dir / "tensorboard" : fs::path(), mode, first_step));
     trainer.add_callback(
         std::make_shared<grpo::train::CompletionLog>(s.output_dir / "completions.jsonl", s.log_completions, mode));
     trainer.add_callback(std::make_shared<grpo::train::ProgressLog>(s.log_every, first_step, s.steps));

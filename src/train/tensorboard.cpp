@@ -84,7 +84,7 @@ std::uint32_t masked_crc32c(std::span<const std::byte> data) {
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& log_dir) {
+TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& log_dir, std::optional<std::int64_t> purge_from) {
   std::filesystem::create_directories(log_dir);
   const double now = unix_time_now();
   const std::string name = fmt::format("events.out.tfevents.{}.{}", static_cast<std::int64_t>(now), host_name());
@@ -99,6 +99,15 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& log_dir) {
   event.int64_field(2, 0);
   event.bytes_field(3, "brain.Event:2");
   write_record(event.bytes());
+  if (purge_from) {
+    ProtoEncoder session_log;
+    session_log.int64_field(1, 1);  // status = START
+    ProtoEncoder start;
+    start.double_field(1, now);
+    start.int64_field(2, *purge_from);
+    start.bytes_field(7, session_log.bytes());
+    write_record(start.bytes());
+  }
 }
 
 void TensorBoardWriter::write(std::int64_t step, const Scalars& scalars, double wall_time) {

@@ -9,9 +9,11 @@
 
 namespace grpo::train {
 
-MetricsLog::MetricsLog(const std::filesystem::path& jsonl, const std::filesystem::path& tensorboard_dir, OpenMode mode)
+MetricsLog::MetricsLog(const std::filesystem::path& jsonl, const std::filesystem::path& tensorboard_dir, OpenMode mode,
+                       std::int64_t first_step)
     : metrics_(jsonl, mode) {
-  if (!tensorboard_dir.empty()) tensorboard_.emplace(tensorboard_dir);
+  // A fresh run hides whatever an earlier run left in the directory, as it truncates the JSON-lines file.
+  if (!tensorboard_dir.empty()) tensorboard_.emplace(tensorboard_dir, mode == OpenMode::append ? first_step : 0);
 }
 
 void MetricsLog::write(std::int64_t step, const Scalars& scalars) {

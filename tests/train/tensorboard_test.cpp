@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/train/tensorboard.hpp>
+#include <grpo/train/trainer_callbacks.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -58,6 +59,7 @@ struct DecodedEvent {
   double wall_time = 0.0;
   std::int64_t step = -1;
   std::string file_version;
+  int session_status = -1;  ///< SessionLog.status when the event holds one
   std::vector<std::pair<std::string, float>> values;
 };
 
@@ -109,6 +111,11 @@ std::vector<DecodedEvent> decode_event_file(const fs::path& path) {
           }
           event.values.emplace_back(tag, simple_value);
         }
+      } else if (field == 7 && wire == 2) {
+        Reader session_log(fields.take(fields.varint()));
+        REQUIRE(session_log.varint() == ((1 << 3) | 0));  // SessionStatus status = 1
+        event.session_status = static_cast<int>(session_log.varint());
+        REQUIRE(session_log.done());
       } else {
         FAIL("unexpected Event field " << field << " wire type " << wire);
       }
@@ -172,5 +179,43 @@ TEST_CASE("TensorBoardWriter: TFRecord-framed Events with file_version then scal
   CHECK(first.path() != second.path());
   CHECK(decode_event_file(first.path()).size() == 1);
   CHECK(decode_event_file(second.path()).size() == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("TensorBoardWriter: a resumed run's file starts with a SessionLog START at its first step",
+          "[train][tensorboard]") {
+  // TensorBoard purges earlier events at steps >= S on a START at step S (PyTorch's SummaryWriter(purge_step=S)).
+  const fs::path dir = fs::temp_directory_path() / ("grpo_tensorboard_purge_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::path path;
+  {
+    grpo::train::TensorBoardWriter writer(dir, 301);
+    path = writer.path();
+    writer.write(301, {{"loss", 1.0}}, 1700000000.0);
+  }
+  const std::vector<DecodedEvent> events = decode_event_file(path);
+  REQUIRE(events.size() == 3);
+  CHECK(events[0].file_version == "brain.Event:2");
+  CHECK(events[0].session_status == -1);
+  CHECK(events[1].step == 301);
+  CHECK(events[1].session_status == 1);  // START
+  CHECK(events[1].file_version.empty());
+  CHECK(events[1].values.empty());
+  CHECK(events[2].step == 301);
+  CHECK(events[2].session_status == -1);
+
+  // MetricsLog: a resumed run purges from its first step, a fresh one from step 0 (it truncates metrics.jsonl too).
+  const auto start_step = [&](grpo::train::OpenMode mode, std::int64_t first_step) {
+    const fs::path run = dir / (mode == grpo::train::OpenMode::append ? "resumed" : "fresh");
+    { grpo::train::MetricsLog log(run / "metrics.jsonl", run / "tb", mode, first_step); }
+    REQUIRE(std::distance(fs::directory_iterator(run / "tb"), fs::directory_iterator()) == 1);
+    const auto file = fs::directory_iterator(run / "tb")->path();
+    const auto written = decode_event_file(file);
+    REQUIRE(written.size() == 2);
+    CHECK(written[1].session_status == 1);
+    return written[1].step;
+  };
+  CHECK(start_step(grpo::train::OpenMode::append, 41) == 41);
+  CHECK(start_step(grpo::train::OpenMode::truncate, 41) == 0);
   fs::remove_all(dir);
 }

@@ -19,11 +19,13 @@
 namespace grpo::train {
 
 /// Step and evaluation scalars to a JSON-lines file (MetricsWriter) and, when `tensorboard_dir` is not empty, to
-/// TensorBoard event files there.
+/// TensorBoard event files there. The new event file tells TensorBoard to hide the earlier files' records from
+/// `first_step` on when the run resumes (OpenMode::append; the JSON-lines file is trimmed by drop_records_after before
+/// it is opened), and all of them for a fresh run (OpenMode::truncate), as the JSON-lines file starts empty.
 class MetricsLog final : public TrainerCallback {
  public:
   MetricsLog(const std::filesystem::path& jsonl, const std::filesystem::path& tensorboard_dir = {},
-             OpenMode mode = OpenMode::truncate);
+             OpenMode mode = OpenMode::truncate, std::int64_t first_step = 1);
   void on_step_end(const GrpoTrainer& trainer, const StepReport& report) override;
   void on_evaluation(const GrpoTrainer& trainer, const EvaluationReport& report) override;
 

@@ -24,6 +24,11 @@
 //   actor_train.data_args.file_name, domain_interleave_probs, rewards.<d>.{worker_cls, tag_included}
 //                                                   data, or a domains section (math / code_sandbox / llm_judge
 //                                                   workers; every file goes to every domain: rows route by tag)
+//   rewards.<d>.query_filter_config (std_filter: std_threshold; mean_filter: threshold_down/up)
+//                                                   domains.<d>.dynamic_sampling_filter {min_std, mean_above,
+//                                                   mean_below} (one domain: --dynamic-sampling-min-std/-mean-*),
+//                                                   with per-domain dynamic sampling; ROLL samples until the batch is
+//                                                   full, here at most kRollFilterRounds rounds a step
 #pragma once
 
 #include <grpo/grpo.hpp>
@@ -55,6 +60,18 @@ struct RollConversion {
   std::vector<std::string> unmapped;
 };
 
+/// Rounds of prompts a step samples at most when a ROLL query filter drops groups (ROLL keeps sampling until the
+/// batch is full; a bound keeps a filter that nothing passes from looping). --dynamic-sampling-max-rounds overrides.
+inline constexpr int kRollFilterRounds = 8;
+
+/// ROLL's query filter of one reward domain (user_defined_rollout_loop.py query_filter): std_filter drops a group
+/// whose torch.std (Bessel) is <= std_threshold (default -1), mean_filter one whose mean is <= threshold_down
+/// (default -1) or >= threshold_up (default inf); no_filter keeps every group. As GroupFilter values (text).
+struct RollQueryFilter {
+  std::string min_std = "-1";
+  std::optional<std::string> mean_above, mean_below;
+};
+
 namespace detail {
 
 /// Why ROLL keys have no counterpart here (by the key's last component, or its first for whole sections).
@@ -71,9 +88,6 @@ inline const std::map<std::string, std::string, std::less<>>& roll_reasons() {
       {"length_loss_weight", "no counterpart"},
       {"value_clip", "no value model here"},
       {"lambd", "no value model here (GAE)"},
-      {"query_filter_config", "per-domain query filters are not mapped: one filter for every domain is "
-                              "--dynamic-sampling-min-std / --dynamic-sampling-mean-above / -below with "
-                              "--dynamic-sampling-max-rounds"},
       {"response_filter_config", "ROLL's response filter keeps every response (a stub there)"},
       {"max_new_tokens", "evaluation uses the run's completion limit (response_length)"},
       {"init_kl_coef", "without add_token_level_kl it only turns on ROLL's reference model"},
@@ -294,6 +308,33 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
   if (flag("use_kl_loss")) copy("kl_loss_coef", "beta");
   else if (at("use_kl_loss") != nullptr) set("beta", {"0"}, *at("use_kl_loss"));
 
+  // ROLL's per-domain query filters: nullopt for no_filter (or none).
+  const auto query_filter = [&](const grpo::io::ConfigNode& spec) -> std::optional<RollQueryFilter> {
+    const grpo::io::ConfigNode* config = spec.find("query_filter_config");
+    if (config == nullptr || config->is_null()) return std::nullopt;
+    const grpo::io::ConfigNode* type = config->find("type");
+    const std::string kind = type ? text_of(*type) : "no_filter";  // RewardFilterConfig's default
+    const grpo::io::ConfigNode* args = config->find("filter_args");
+    const auto arg = [&](const char* key) { return args != nullptr && args->is_map() ? args->find(key) : nullptr; };
+    RollQueryFilter filter;
+    if (kind == "no_filter") {
+      if (args != nullptr) args->mark_read();
+      return std::nullopt;
+    }
+    if (kind == "std_filter") {
+      if (const auto* threshold = arg("std_threshold")) filter.min_std = text_of(*threshold);
+    } else if (kind == "mean_filter") {
+      const auto* down = arg("threshold_down");
+      filter.mean_above = down ? text_of(*down) : "-1";
+      if (const auto* up = arg("threshold_up")) filter.mean_below = text_of(*up);
+    } else {
+      throw grpo::ConfigError(fmt::format("{}: {}: '{}' is not a ROLL query filter (no_filter, mean_filter, "
+                                          "std_filter)",
+                                          type->source(), type->path(), kind));
+    }
+    return filter;
+  };
+
   // Data and domains.
   std::vector<std::string> files;
   if (const auto* node = at("actor_train.data_args.file_name")) {
@@ -304,6 +345,18 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
   if (probs != nullptr && probs->is_map() && probs->entries().size() > 1) {
     std::string yaml = "domains:\n";
     bool files_placed = false;
+    std::map<std::string, std::optional<RollQueryFilter>> filters;
+    const grpo::io::ConfigNode* filtered = nullptr;  // a query_filter_config that drops groups
+    for (const auto& [name, probability] : probs->entries()) {
+      const grpo::io::ConfigNode* spec = rewards ? rewards->find(name) : nullptr;
+      if (spec == nullptr) continue;
+      filters[name] = query_filter(*spec);
+      if (filters[name] && filtered == nullptr) filtered = spec->find("query_filter_config");
+    }
+    if (filtered != nullptr) {  // ROLL filters each domain's groups as they come: per-domain dynamic sampling
+      set("dynamic_sampling_per_domain", {"true"}, *filtered);
+      set("dynamic_sampling_max_rounds", {std::to_string(kRollFilterRounds)}, *filtered);
+    }
     for (const auto& [name, probability] : probs->entries()) {
       const grpo::io::ConfigNode* spec = rewards ? rewards->find(name) : nullptr;
       const grpo::io::ConfigNode* worker = spec ? spec->find("worker_cls") : nullptr;
@@ -341,6 +394,13 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
         files_placed = true;
       }
       if (!entries.empty()) yaml += fmt::format("    rewards: {}\n", entries);
+      if (filtered != nullptr) {  // a domain without a filter keeps every group, as ROLL's no_filter
+        const RollQueryFilter filter = filters[name].value_or(RollQueryFilter{});
+        yaml += fmt::format("    dynamic_sampling_filter: {{min_std: {}", filter.min_std);
+        if (filter.mean_above) yaml += fmt::format(", mean_above: {}", *filter.mean_above);
+        if (filter.mean_below) yaml += fmt::format(", mean_below: {}", *filter.mean_below);
+        yaml += "}\n";
+      }
     }
     out.domains_yaml = yaml;
   } else if (!files.empty()) {
@@ -351,6 +411,22 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
                                          at("actor_train.data_args.file_name")->source(), i));
     }
     if (probs != nullptr) probs->mark_read();
+    // One domain: its query filter is the run's.
+    const grpo::io::ConfigNode* only = nullptr;
+    if (probs != nullptr && probs->is_map() && probs->entries().size() == 1 && rewards != nullptr) {
+      only = rewards->find(probs->entries().front().first);
+    } else if (probs == nullptr && rewards != nullptr && rewards->is_map() && rewards->entries().size() == 1) {
+      only = rewards->find(rewards->entries().front().first);
+    }
+    if (only != nullptr) {
+      if (const auto filter = query_filter(*only)) {
+        const grpo::io::ConfigNode& config = *only->find("query_filter_config");
+        set("dynamic_sampling_min_std", {filter->min_std}, config);
+        if (filter->mean_above) set("dynamic_sampling_mean_above", {*filter->mean_above}, config);
+        if (filter->mean_below) set("dynamic_sampling_mean_below", {*filter->mean_below}, config);
+        set("dynamic_sampling_max_rounds", {std::to_string(kRollFilterRounds)}, config);
+      }
+    }
   }
   if (rewards != nullptr && rewards->is_map()) {  // worker sections of domains the mix does not draw
     for (const auto& [name, spec] : rewards->entries()) {

@@ -668,6 +668,9 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   o.dynamic_sampling_filter = {.min_std = s.dynamic_sampling_min_std,
                                .mean_above = s.dynamic_sampling_mean_above,
                                .mean_below = s.dynamic_sampling_mean_below};
+  for (const auto& domain : run.domains) {
+    if (domain.dynamic_sampling_filter) o.dynamic_sampling_domain_filters[domain.name] = *domain.dynamic_sampling_filter;
+  }
   if (!s.difficulty_mask.empty()) {
     GRPO_CHECK_CONFIG(s.difficulty_mask.size() == 2, "--difficulty-mask needs LOW,HIGH");
     o.difficulty_mask = std::pair(s.difficulty_mask[0], s.difficulty_mask[1]);

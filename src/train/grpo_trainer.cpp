@@ -129,6 +129,10 @@ void GrpoTrainerOptions::validate() const {
   GRPO_CHECK_CONFIG(generation_chunks >= 1, "generation_chunks must be >= 1, got {}", generation_chunks);
   GRPO_CHECK_CONFIG(std::isfinite(dynamic_sampling_filter.min_std), "dynamic_sampling min_std must be finite, got {}",
                     dynamic_sampling_filter.min_std);
+  for (const auto& [domain, filter] : dynamic_sampling_domain_filters) {
+    GRPO_CHECK_CONFIG(std::isfinite(filter.min_std), "domains.{}.dynamic_sampling_filter: min_std must be finite, got {}",
+                      domain, filter.min_std);
+  }
   GRPO_CHECK_CONFIG(!difficulty_mask || difficulty_mask->first < difficulty_mask->second,
                     "difficulty_mask: low ({}) must be below high ({})", difficulty_mask ? difficulty_mask->first : 0.0,
                     difficulty_mask ? difficulty_mask->second : 0.0);
@@ -208,6 +212,17 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
       entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
       lr_schedule_{.base_lr = options_.learning_rate, .warmup_steps = options_.warmup_steps,
                    .total_steps = options_.steps, .decay = options_.lr_decay} {
+  const std::vector<std::string> domains = prompts_.domain_names();
+  for (const auto& [name, filter] : options_.dynamic_sampling_domain_filters) {
+    GRPO_CHECK_CONFIG(std::find(domains.begin(), domains.end(), name) != domains.end(),
+                      "domains.{}.dynamic_sampling_filter: the prompts have no domain '{}' (domains: {})", name, name,
+                      fmt::join(domains, ", "));
+  }
+  for (const std::string& name : domains) {
+    const auto own = options_.dynamic_sampling_domain_filters.find(name);
+    domain_filters_.push_back(own != options_.dynamic_sampling_domain_filters.end() ? own->second
+                                                                                    : options_.dynamic_sampling_filter);
+  }
   broadcast_parameters(group_, *model_);  // every rank starts from rank 0's weights
   if (options_.kl.beta > 0.0 || options_.kl_in_reward.enabled()) reference_ = policy_.frozen_copy();
   // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
@@ -327,9 +342,10 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
     // summed over the ranks so that every rank sees the whole round.
     torch::Tensor flags = torch::zeros({2, round_prompts}, torch::kFloat64);
     auto flag = flags.accessor<double, 2>();
-    const auto informative =
-        informative_groups(spread_values(scores, options_.dynamic_sampling_metric).view({shard.size(), group_size}),
-                           options_.dynamic_sampling_filter);
+    std::vector<std::size_t> shard_domains;
+    for (const Problem& problem : problems) shard_domains.push_back(problem.domain);
+    const auto informative = informative_by_domain(
+        spread_values(scores, options_.dynamic_sampling_metric).view({shard.size(), group_size}), shard_domains);
     for (std::int64_t i = 0; i < shard.size(); ++i) {
       double correct = 0.0, judged = 0.0;
       for (std::int64_t g = 0; g < group_size; ++g) {
@@ -599,6 +615,24 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   out.loss_metrics = combine_metrics(parts);
   if (synced_reference_ && batch.step % options_.ref_sync_every == 0) {
     reference_->sync_from(policy_, options_.ref_sync_alpha);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> GrpoTrainer::informative_by_domain(const torch::Tensor& rewards,
+                                                             const std::vector<std::size_t>& domains) const {
+  // One pass of informative_groups per domain present (few), each keeping the rows of its domain.
+  std::vector<std::uint8_t> out(domains.size(), 0);
+  std::vector<std::size_t> present(domains);
+  std::sort(present.begin(), present.end());
+  present.erase(std::unique(present.begin(), present.end()), present.end());
+  for (const std::size_t d : present) {
+    GRPO_CHECK(d < domain_filters_.size(), "a prompt's domain index {} is outside the prompt source's {} domains", d,
+               domain_filters_.size());
+    const std::vector<std::uint8_t> passed = informative_groups(rewards, domain_filters_[d]);
+    for (std::size_t p = 0; p < domains.size(); ++p) {
+      if (domains[p] == d) out[p] = passed[p];
+    }
   }
   return out;
 }

@@ -88,6 +88,16 @@ std::vector<DomainConfig> read_domains(const io::ConfigNode& section) {
     if (const auto* order = node.find("clip_after_normalisation")) d.clip_after_normalisation = order->boolean();
     if (const auto* acc = node.find("accuracy_reward")) d.accuracy_reward = acc->text();
     if (const auto* threshold = node.find("accuracy_threshold")) d.accuracy_threshold = threshold->number();
+    if (const auto* filter = node.find("dynamic_sampling_filter")) {
+      GRPO_CHECK_CONFIG(filter->is_map(), "{}: '{}' should be a map with min_std, mean_above, mean_below",
+                        filter->source(), filter->path());
+      GroupFilter& f = d.dynamic_sampling_filter.emplace();
+      if (const auto* min_std = filter->find("min_std")) f.min_std = min_std->number();
+      if (const auto* above = filter->find("mean_above")) f.mean_above = above->number();
+      if (const auto* below = filter->find("mean_below")) f.mean_below = below->number();
+      GRPO_CHECK_CONFIG(std::isfinite(f.min_std), "{}: '{}.min_std' must be a finite number, got {}", filter->source(),
+                        filter->path(), f.min_std);
+    }
     d.source = node.source();
     out.push_back(std::move(d));
   }

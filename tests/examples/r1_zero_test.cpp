@@ -498,6 +498,12 @@ TEST_CASE("r1_zero layered configs: bad keys, overrides, bases and tags are reje
   r = r1_zero(multi + " --set domains.general.reward_normalisation=zscore", dir);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("'domains.general.reward_normalisation'") && Catch::Contains("zscore"));
+  r = r1_zero(multi + " --set domains.code.dynamic_sampling_filter=0.5", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("'domains.code.dynamic_sampling_filter' should be a map with min_std"));
+  r = r1_zero(multi + " --set 'domains.code.dynamic_sampling_filter={min_sdt: 0.1}'", dir);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("domains.code.dynamic_sampling_filter.min_sdt"));
   // A stage condition on a metric the run never logs stops the run at its first step, not never.
   std::ofstream(dir / "stages.yaml") << "stages:\n  - {max_new_tokens: 8}\n"
                                         "  - {when: \"completions/clipped_ratoi >= 0.5\", max_new_tokens: 10}\n";
@@ -960,9 +966,12 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
          "rewards:\n"
          "  math_rule:\n    worker_cls: roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker\n"
          "    tag_included: [math]\n"
+         "    query_filter_config:\n      type: mean_filter\n      filter_args:\n        threshold_up: 0.9\n"
+         "        threshold_down: 0.1\n"
          "  code_sandbox:\n    use_local: true\n"
          "    worker_cls: roll.pipeline.rlvr.rewards.code_sandbox_reward_worker.CodeSandboxRewardWorker\n"
          "    tag_included: [code]\n"
+         "    query_filter_config:\n      type: std_filter\n      filter_args:\n        std_threshold: 0\n"
          "  llm_judge:\n    worker_cls: roll.pipeline.rlvr.rewards.llm_judge_reward_worker.LLMJudgeRewardWorker\n"
          "    judge_prompt: Qwen2.5-7B-Instruct-RLVR-prompt\n    tag_included: [general]\n"
          "    model_args:\n      model_name_or_path: virtuoussy/Qwen2.5-7B-Instruct-RLVR\n"
@@ -1005,7 +1014,21 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
   CHECK(config.at("whiten_advantages") == "true");
   CHECK(config.at("eval_top_k") == "50");
   CHECK(config.at("validation_data") == "[\"examples/data/math.jsonl\"]");
+  // ROLL's per-domain query filters: per-domain dynamic sampling with each domain's filter (llm_judge has none:
+  // it keeps every group, as ROLL's no_filter).
+  CHECK(config.at("dynamic_sampling_per_domain") == "true");
+  CHECK(config.at("dynamic_sampling_max_rounds") == "8");
+  const std::string domains = config.at("domains");
+  CHECK_THAT(domains,
+             Catch::Contains(R"("dynamic_sampling_filter":{"min_std":-1,"mean_above":0.1,"mean_below":0.9}},"code_sandbox")") &&
+                 Catch::Contains(R"("dynamic_sampling_filter":{"min_std":0}},"llm_judge")") &&
+                 Catch::Contains(R"("dynamic_sampling_filter":{"min_std":-1}}})"));
   const auto metrics = read_metrics(out);
+  // P = 4 at 0.5/0.25/0.25: llm_judge's one group a step always passes (the fake judge says YES to all: std 0 > -1);
+  // no code completion of 12 tokens passes a test, and std 0 <= std_threshold 0 drops every code group.
+  CHECK(metrics.at(1).at("dynamic_sampling/llm_judge/kept_groups") == 1.0);
+  CHECK(metrics.at(1).at("dynamic_sampling/code_sandbox/kept_groups") == 0.0);
+  CHECK(metrics.at(1).count("dynamic_sampling/math_rule/kept_groups") == 1);
   CHECK(metrics.at(1).at("actor/reward_kl_penalty_coeff") == Approx(0.01));
   for (const std::string domain : {"math_rule", "code_sandbox", "llm_judge"}) {
     CHECK(metrics.at(1).count("domains/" + domain + "/reward/mean") == 1);

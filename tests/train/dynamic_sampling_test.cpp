@@ -295,6 +295,39 @@ TEST_CASE("GrpoTrainer dynamic sampling: the filter metric, and per-domain quota
   }
 }
 
+TEST_CASE("GrpoTrainer dynamic sampling: each domain's own group filter (ROLL's per-domain query_filter_config)",
+          "[train][dynamic_sampling][trainer]") {
+  torch::manual_seed(7);
+  const grpo::models::CausalLM model(grpo::testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32}));
+  ProcessGroup group{ProcessGroupOptions{}};
+  // Every reward is 0: no group spreads, so the run's filter (std > 1e-8) drops all of them.
+  auto reward = grpo::rewards::make_reward("accuracy", [](const grpo::rewards::Completion&) { return 0.0; });
+  StepScorer scorer(grpo::rewards::RewardSet({{reward, 1.0}}));
+  const auto kept = [&](std::map<std::string, GroupFilter> filters) {
+    TwoDomainTask task;
+    auto options = filter_options();
+    options.dynamic_sampling_max_rounds = 1;  // one round: a group is kept exactly when it passes its filter
+    options.dynamic_sampling_domain_filters = std::move(filters);
+    GrpoTrainer trainer(grpo::models::deep_copy(model), task, scorer, group, options);
+    const auto report = trainer.step(1);
+    return std::pair{report.by_name.at("dynamic_sampling/easy/kept_groups"),
+                     report.by_name.at("dynamic_sampling/hard/kept_groups")};
+  };
+  CHECK(kept({}) == std::pair{0.0, 0.0});
+  // hard keeps every group (ROLL's no_filter: std > -1); easy keeps the ones whose mean is inside (-0.5, 0.5).
+  CHECK(kept({{"hard", {.min_std = -1.0}}}) == std::pair{0.0, 2.0});
+  CHECK(kept({{"hard", {.min_std = -1.0}}, {"easy", {.min_std = -1.0, .mean_above = -0.5, .mean_below = 0.5}}}) ==
+        std::pair{2.0, 2.0});
+  // ROLL's mean_filter drops mean <= threshold_down: a band that excludes 0 keeps nothing.
+  CHECK(kept({{"hard", {.min_std = -1.0, .mean_above = 0.0}}}) == std::pair{0.0, 0.0});
+  TwoDomainTask task;
+  auto options = filter_options();
+  options.dynamic_sampling_domain_filters = {{"medium", {}}};
+  CHECK_THROWS_WITH(GrpoTrainer(grpo::models::deep_copy(model), task, scorer, group, options),
+                    Catch::Contains("domains.medium.dynamic_sampling_filter: the prompts have no domain 'medium' "
+                                    "(domains: easy, hard)"));
+}
+
 TEST_CASE("GrpoTrainer difficulty mask: groups whose mean total is outside (low, high) leave the loss",
           "[train][dynamic_sampling][trainer]") {
   torch::manual_seed(6);

@@ -126,6 +126,9 @@ struct GrpoTrainerOptions {
   /// Which groups count as informative (dynamic_sampling.hpp GroupFilter): DAPO's std > 1e-8 by default; ROLL's
   /// std_filter and mean_filter thresholds.
   GroupFilter dynamic_sampling_filter;
+  /// A domain's own filter (by domain name; ROLL's per-domain rewards.<domain>.query_filter_config); domains not
+  /// listed use dynamic_sampling_filter. A name that is not one of the prompt source's domains is a ConfigError.
+  std::map<std::string, GroupFilter> dynamic_sampling_domain_filters;
   /// ROLL difficulty_mask (roll/utils/functionals.py): the completions of a group whose mean reward total is not
   /// strictly inside (low, high) leave the loss and its normaliser (they stay in the metrics). Unset: off.
   std::optional<std::pair<double, double>> difficulty_mask;
@@ -284,6 +287,9 @@ class GrpoTrainer {
   std::vector<rewards::Completion> completions_of(const Rollout& rollout, const std::vector<Problem>& problems,
                                                   std::int64_t group_size) const;
   void check_stage_metrics(const std::map<std::string, double>& logged);
+  /// [P] 1 where group p (rewards [P, G]) passes the filter of its domain `domains[p]` (dynamic_sampling.hpp).
+  std::vector<std::uint8_t> informative_by_domain(const torch::Tensor& rewards,
+                                                  const std::vector<std::size_t>& domains) const;
   /// The log-prob pass and ReMax's greedy baselines of the kept groups (collect_groups' last part).
   void add_log_probs(StepBatch& batch);
   void add_greedy_baselines(StepBatch& batch);
@@ -305,6 +311,7 @@ class GrpoTrainer {
   KlController reward_kl_;
   EntropyController entropy_;
   LrScheduleOptions lr_schedule_;
+  std::vector<GroupFilter> domain_filters_;  // dynamic sampling's filter of each domain of prompts_
   double learning_rate_ = 0.0;  // of the current step
   bool stage_metrics_checked_ = false;
   std::vector<std::shared_ptr<TrainerCallback>> callbacks_;

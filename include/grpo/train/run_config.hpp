@@ -7,7 +7,7 @@
 //     math: {kind: math, tags: [math], data: math.jsonl, probability: 0.5,
 //            rewards: [{name: accuracy}, {name: format, weight: 0.2}], reward_clip: [-1, 1],
 //            reward_normalisation: none, clip_after_normalisation: false, accuracy_reward: accuracy,
-//            accuracy_threshold: 1.0}
+//            accuracy_threshold: 1.0, dynamic_sampling_filter: {min_std: 0.01, mean_above: 0.1, mean_below: 0.9}}
 //   stages:
 //     - {max_new_tokens: 8192}
 //     - {max_new_tokens: 16384, group_size: 16, lr: 1e-6, when: "completions/clipped_ratio >= 0.1", patience: 3,
@@ -18,6 +18,7 @@
 #include <grpo/io/layered_config.hpp>
 #include <grpo/rewards/domain_rewards.hpp>
 #include <grpo/train/context_schedule.hpp>
+#include <grpo/train/dynamic_sampling.hpp>
 #include <grpo/train/mixed_prompt_source.hpp>
 #include <grpo/train/step_scorer.hpp>
 
@@ -45,6 +46,9 @@ struct DomainConfig {
   bool clip_after_normalisation = false;       ///< ROLL's order: normalise, then clip
   std::string accuracy_reward;                 ///< label of the entry deciding "correct"; "" = the first
   std::optional<double> accuracy_threshold;    ///< unset: correct_threshold() of that reward
+  /// Dynamic sampling's group filter for this domain (ROLL's per-domain query_filter_config): keys min_std,
+  /// mean_above, mean_below, each defaulting as in GroupFilter (not to the run's filter). Unset: the run's filter.
+  std::optional<GroupFilter> dynamic_sampling_filter;
   std::string source;                          ///< "file:line" of the domain's section
 
   PromptDomain prompt_domain() const;

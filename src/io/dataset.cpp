@@ -381,7 +381,8 @@ class Loader {
     for (const DatasetDomain& d : options.domains) {
       for (const std::string& tag : claimed_tags(d, scratch)) {
         const auto [it, fresh] = owner.emplace(tag, d.name);
-        GRPO_CHECK_CONFIG(fresh, "domains: tag '{}' is claimed by domain '{}' and by '{}'", tag, it->second, d.name);
+        GRPO_CHECK_CONFIG(fresh, "{}domains.{}: tag '{}' is claimed by domain '{}' too",
+                          d.source.empty() ? "" : d.source + ": ", d.name, tag, it->second);
       }
     }
     GRPO_CHECK_CONFIG(options.unknown_tag != UnknownTag::to_domain ||

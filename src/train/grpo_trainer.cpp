@@ -422,6 +422,13 @@ void GrpoTrainer::add_log_probs(StepBatch& batch) {
     batch.sum_pi_squared = old.sum_pi_squared;
   }
   if (reference_) batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs;
+  if (options_.kl_in_reward.enabled()) {
+    KlOptions estimator;
+    estimator.estimator = options_.kl_in_reward.estimator;
+    batch.reward_kl =
+        kl_penalty(batch.old_log_probs.to(torch::kFloat64), batch.ref_log_probs.to(torch::kFloat64), estimator)
+            .masked_fill(batch.rollout.completion_mask == 0, 0.0);
+  }
 }
 
 void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
@@ -459,14 +466,6 @@ void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
                                  MetricReduction::weighted_mean, judged});
 }
 
-torch::Tensor GrpoTrainer::reward_kl(const StepBatch& batch) const {
-  const torch::Tensor valid = batch.rollout.completion_mask != 0;
-  KlOptions estimator;
-  estimator.estimator = options_.kl_in_reward.estimator;
-  return kl_penalty(batch.old_log_probs.to(torch::kFloat64), batch.ref_log_probs.to(torch::kFloat64), estimator)
-      .masked_fill(~valid, 0.0);
-}
-
 AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   if (batch.rows() == 0) return {};
   const std::int64_t groups = batch.rows() / batch.group_size;
@@ -480,8 +479,9 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
                                                                               batch.rollout.completion_mask.sizes()),
              "GrpoTrainer::advantages: {} needs the batch's old_log_probs [rows, T] (collect_groups computes them)",
              kl_in_reward ? "KL in the reward" : "optimal_token_baseline");
-  GRPO_CHECK(!kl_in_reward || batch.ref_log_probs.defined(),
-             "GrpoTrainer::advantages: KL in the reward needs the batch's ref_log_probs (collect_groups computes them)");
+  GRPO_CHECK(!kl_in_reward || (batch.reward_kl.defined() && batch.reward_kl.sizes() == batch.rollout.completion_mask.sizes()),
+             "GrpoTrainer::advantages: KL in the reward needs the batch's reward_kl [rows, T] (collect_groups computes "
+             "it)");
   GRPO_CHECK(!otb || batch.sum_pi_squared.defined(),
              "GrpoTrainer::advantages: optimal_token_baseline needs the batch's sum_pi_squared (collect_groups computes "
              "it)");
@@ -489,7 +489,7 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
                  (batch.greedy_baselines.defined() && batch.greedy_baselines.numel() == batch.rows()),
              "GrpoTrainer::advantages: remax needs the batch's greedy_baselines [rows] (collect_groups computes them)");
   const double beta = reward_kl_.beta();
-  const torch::Tensor kl = kl_in_reward ? reward_kl(batch) : torch::Tensor();
+  const torch::Tensor& kl = batch.reward_kl;
   // Group-relative: the sequence reward, less β_r·Σ_t KL_t with KL in the reward (the sum of the token rewards).
   const torch::Tensor sequence_rewards = kl_in_reward ? totals - beta * kl.sum(1) : totals;
   AdvantageOutput out = advantage_(sequence_rewards.view({groups, batch.group_size}));
@@ -695,7 +695,7 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
     if (batch.train && batch.rows() > 0) {
       const torch::Tensor tokens = (batch.rollout.completion_mask != 0).sum(1).to(torch::kFloat64);
       const torch::Tensor measured = tokens > 0;
-      kl_sum = (reward_kl(batch).sum(1) / tokens.clamp_min(1.0)).masked_select(measured).sum().item<double>();
+      kl_sum = (batch.reward_kl.sum(1) / tokens.clamp_min(1.0)).masked_select(measured).sum().item<double>();
       kl_rows = measured.sum().item<double>();
     }
     kl_sum = group_.all_reduce(kl_sum);

@@ -52,18 +52,12 @@ MixedPromptSource::MixedPromptSource(MixedPromptSourceOptions options, text::Tok
       rows[0].insert(rows[0].end(), data.examples().begin(), data.examples().end());
     }
   } else {
-    std::map<std::string, std::size_t, std::less<>> domain_of_tag;
-    dataset.domains.clear();
+    dataset.domains.clear();  // the data set routes rows to them (and rejects a tag two domains claim)
     for (std::size_t d = 0; d < options.domains.size(); ++d) {
       const PromptDomain& domain = options.domains[d];
       names_.push_back(domain.name);
       index_of_name.emplace(domain.name, d);
-      const auto tags = domain.tags.empty() ? std::vector<std::string>{domain.name} : domain.tags;
-      for (const std::string& tag : tags) {
-        GRPO_CHECK_CONFIG(domain_of_tag.emplace(tag, d).second, "{}: domains.{}: tag '{}' is claimed by domain '{}' too",
-                          domain.source, domain.name, tag, options.domains[domain_of_tag.at(tag)].name);
-      }
-      dataset.domains.push_back({domain.name, domain.kind, tags});
+      dataset.domains.push_back({domain.name, domain.kind, domain.tags, domain.source});
     }
     if (!options.unknown_tag.empty()) io::set_unknown_tag(dataset, options.unknown_tag);
     std::vector<std::filesystem::path> files = options.files;

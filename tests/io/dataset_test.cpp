@@ -467,7 +467,7 @@ TEST_CASE("ROLL rows as ROLL ships them: judge rows, prompt rows, the domain fie
   DatasetOptions twice = options;
   twice.domains.push_back({"again", grpo::io::DomainKind::math, {"aime"}});
   CHECK_THROWS_WITH(Dataset::parse(text, "roll.jsonl", twice),
-                    Catch::Contains("tag 'aime' is claimed by domain 'math_rule' and by 'again'"));
+                    Catch::Contains("domains.again: tag 'aime' is claimed by domain 'math_rule' too"));
 }
 
 TEST_CASE("ROLL multi-domain rows: bad rows name file:line, the field and the tag", "[io][dataset][domains]") {

@@ -93,6 +93,7 @@ struct DatasetDomain {
   std::string name;
   DomainKind kind = DomainKind::math;
   std::vector<std::string> tags;  ///< row tags it claims; empty = {name}
+  std::string source;             ///< where it was configured ("run.yaml:12"), for errors; may be empty
 };
 
 /// What happens to a row whose domain is not configured (no domain claims its tag, or its `domain` field names none).

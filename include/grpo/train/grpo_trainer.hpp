@@ -176,6 +176,9 @@ struct StepBatch {
   /// policy's log-probs before the update (μ > 1, rollout rejection, KL in the reward, the optimal token baseline),
   /// the reference's (when there is one) and Σ_v π_v² of the rollout policy (the optimal token baseline).
   torch::Tensor old_log_probs, ref_log_probs, sum_pi_squared;
+  /// KL in the reward: [rows, T] float64 per-token KL of old vs reference log-probs by the configured estimator (0 at
+  /// masked positions); undefined without KL in the reward. Shapes the rewards (advantages) and is logged.
+  torch::Tensor reward_kl;
   /// ReMax: [rows] float64, the total reward of the greedy completion of each row's prompt (NaN: nothing judged it).
   torch::Tensor greedy_baselines;
 
@@ -293,8 +296,6 @@ class GrpoTrainer {
   /// The log-prob pass and ReMax's greedy baselines of the kept groups (collect_groups' last part).
   void add_log_probs(StepBatch& batch);
   void add_greedy_baselines(StepBatch& batch);
-  /// KL in the reward: [rows, T] float64 per-token KL of the batch (0 at masked positions).
-  torch::Tensor reward_kl(const StepBatch& batch) const;
 
   models::CausalLM model_;
   PromptSource& prompts_;

@@ -59,51 +59,12 @@ std::string json_number(std::optional<double> value) {
   return value && std::isfinite(*value) ? fmt::format("{}", *value) : "null";
 }
 
-/// A --jsonl line's "config": Math-Verify's harness settings (grpo::math::HarnessSettings), over the flags' values.
-grpo::math::HarnessSettings line_settings(const std::string& line, grpo::math::HarnessSettings settings) {
+/// A --jsonl line's "config" (Math-Verify's harness settings, grpo::math::read_harness_settings) over the flags'.
+grpo::math::HarnessSettings line_settings(const std::string& line, const grpo::math::HarnessSettings& flags) {
   simdjson::dom::parser parser;
-  simdjson::dom::object config;
   simdjson::dom::element element;
-  if (parser.parse(line).get(element) || element["config"].get(element)) return settings;
-  if (element.is_null()) return settings;
-  if (element.get_object().get(config)) throw grpo::ParseError("field \"config\" should be an object");
-  for (auto [key, value] : config) {
-    const auto whole = [&, key = key, value = value]() {
-      std::int64_t n = 0;
-      if (value.get_int64().get(n)) throw grpo::ParseError(fmt::format("config.{} should be an integer", key));
-      return static_cast<int>(n);
-    };
-    const auto flag = [&, key = key, value = value]() {
-      bool b = false;
-      if (value.get_bool().get(b)) throw grpo::ParseError(fmt::format("config.{} should be true or false", key));
-      return b;
-    };
-    if (key == "float_rounding") settings.float_rounding = whole();
-    else if (key == "numeric_precision") settings.numeric_precision = whole();
-    else if (key == "boxed_match_priority") settings.boxed_match_priority = whole();
-    else if (key == "strict") settings.strict = flag();
-    else if (key == "allow_set_relation_comp") settings.allow_set_relation_comp = flag();
-    else if (key == "harness") {
-      std::string_view text;
-      if (value.get_string().get(text)) throw grpo::ParseError("config.harness should be a string");
-      settings.harness = std::string(text);
-    } else if (key == "extraction") {
-      simdjson::dom::array targets;
-      if (value.get_array().get(targets)) throw grpo::ParseError("config.extraction should be a list of strings");
-      std::vector<std::string> names;
-      for (auto target : targets) {
-        std::string_view text;
-        if (target.get_string().get(text)) throw grpo::ParseError("config.extraction should be a list of strings");
-        names.emplace_back(text);
-      }
-      settings.extraction = std::move(names);
-    } else {
-      throw grpo::ParseError(fmt::format("config: unknown key '{}' (float_rounding, numeric_precision, strict, "
-                                         "extraction, boxed_match_priority, allow_set_relation_comp, harness)",
-                                         key));
-    }
-  }
-  return settings;
+  if (parser.parse(line).get(element) || element["config"].get(element)) return flags;
+  return grpo::math::read_harness_settings(simdjson::minify(element), flags);
 }
 
 int run_verify(const std::string& gold, const std::string& pred, bool jsonl,

@@ -104,19 +104,12 @@ TEST_CASE("conformance: Math-Verify's test suite (math_verify_cases.jsonl)", "[m
     const std::string pred = str_or_empty(obj["pred"]);
     const bool expected = obj["expected"].get_bool();
     const std::string category = str_or_empty(obj["category"]);
-    simdjson::ondemand::object cfg = obj["config"].get_object();
-    const std::string harness = str_or_empty(cfg["harness"]);
-    // The row's settings through the library's one mapping (grpo verify's too); sympy_expr_eq compares parsed
-    // expressions below, with the test harness's numbers.
-    gm::HarnessSettings settings;
-    settings.harness = harness == "sympy_expr_eq" ? "compare_strings" : harness;
-    settings.extraction.emplace();
-    for (auto target : cfg["extraction"].get_array()) settings.extraction->emplace_back(std::string_view(target.get_string()));
-    settings.boxed_match_priority = static_cast<int>(int64_t(cfg["boxed_match_priority"]));
-    settings.float_rounding = static_cast<int>(int64_t(cfg["float_rounding"]));
-    settings.numeric_precision = static_cast<int>(int64_t(cfg["numeric_precision"]));
-    settings.strict = bool(cfg["strict"]);
-    settings.allow_set_relation_comp = bool(cfg["allow_set_relation_comp"]);
+    // The row's settings through the library's one reader and mapping (grpo verify --jsonl's too); sympy_expr_eq
+    // compares parsed expressions below, with the test harness's numbers.
+    simdjson::ondemand::object config = obj["config"].get_object();
+    gm::HarnessSettings settings = gm::read_harness_settings(std::string_view(config.raw_json()));
+    const std::string harness = settings.harness.value_or("");
+    if (harness == "sympy_expr_eq") settings.harness = "compare_strings";
     gm::VerifyOptions o = gm::harness_options(settings);
     o.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     gm::Verdict v;

@@ -109,4 +109,9 @@ struct HarnessSettings {
 // or none; verify() checks the numbers' ranges.
 VerifyOptions harness_options(const HarnessSettings& settings);
 
+// `config`, a JSON object of those settings under Math-Verify's names (float_rounding, numeric_precision, strict,
+// extraction, boxed_match_priority, allow_set_relation_comp, harness), over `base`; null leaves `base` as it is.
+// Throws grpo::ParseError naming the key: an unknown key, a value of the wrong JSON type, text that is not JSON.
+HarnessSettings read_harness_settings(std::string_view config, HarnessSettings base = {});
+
 }  // namespace grpo::math

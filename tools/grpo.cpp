@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // grpo: the command-line tool.
-//   grpo verify --gold G --pred P             prints true or false (a gold answer without $, \(, \[ or \boxed is
-//                                             read as one LaTeX answer; the prediction may be a whole completion)
-//   grpo verify --jsonl                       {"gold", "pred"[, "config"]} lines on stdin → {"equivalent", "verdict"}
-//                                             lines; "config" (and the flags --harness, --extraction,
+//   grpo verify --gold G --pred P             prints true or false, and on stderr what it graded: the completion's
+//                                             final answer (grpo::math::grade; a gold answer without $, \(, \[ or
+//                                             \boxed is read as one LaTeX answer)
+//   grpo verify --jsonl                       {"gold", "pred"[, "config"]} lines on stdin → {"equivalent", "verdict",
+//                                             "source", "graded"[, "reason"]} lines; "config" (and the flags --harness,
+//                                             --extraction,
 //                                             --boxed-match-priority, --float-rounding, --numeric-precision,
 //                                             --strict, --allow-set-relation-comp) take Math-Verify's harness settings
 //   grpo score --rewards a,b [--config F]     {"completion", ground-truth fields...} lines → the same objects plus
@@ -71,8 +73,12 @@ int run_verify(const std::string& gold, const std::string& pred, bool jsonl,
                const grpo::math::HarnessSettings& flags) {
   const auto options = grpo::math::harness_options(flags);  // a bad flag is an error before any line
   if (!jsonl) {
-    const auto verdict = grpo::math::verify(grpo::math::wrap_bare_gold(gold), pred, options);
-    std::cout << (verdict == grpo::math::Verdict::equal ? "true" : "false") << "\n";
+    const grpo::math::Grade grade = grpo::math::grade(gold, pred, options);
+    std::cout << (grade.verdict == grpo::math::Verdict::equal ? "true" : "false") << "\n";
+    if (options.grading == grpo::math::Grading::final_answer) {  // what was graded, for the person reading
+      std::cerr << fmt::format("graded {}: {}{}\n", grpo::math::to_string(grade.source), grpo::json_quoted(grade.graded),
+                               grade.reason.empty() ? "" : " (" + grade.reason + ")");
+    }
     return 0;
   }
   const int bad = for_each_line([&](const std::string& line, int number) {
@@ -80,10 +86,11 @@ int run_verify(const std::string& gold, const std::string& pred, bool jsonl,
       auto row = grpo::rewards::Row::from_json(line);
       auto g = row.text("gold"), p = row.text("pred");
       if (!g || !p) throw grpo::ParseError("needs string fields \"gold\" and \"pred\"");
-      const auto verdict =
-          grpo::math::verify(grpo::math::wrap_bare_gold(*g), *p, grpo::math::harness_options(line_settings(line, flags)));
-      std::cout << fmt::format("{{\"equivalent\":{},\"verdict\":\"{}\"}}\n", verdict == grpo::math::Verdict::equal,
-                               grpo::math::to_string(verdict));
+      const grpo::math::Grade grade = grpo::math::grade(*g, *p, grpo::math::harness_options(line_settings(line, flags)));
+      std::cout << fmt::format("{{\"equivalent\":{},\"verdict\":\"{}\",\"source\":\"{}\",\"graded\":{}{}}}\n",
+                               grade.verdict == grpo::math::Verdict::equal, grpo::math::to_string(grade.verdict),
+                               grpo::math::to_string(grade.source), grpo::json_quoted(grade.graded),
+                               grade.reason.empty() ? "" : ",\"reason\":" + grpo::json_quoted(grade.reason));
       return true;
     } catch (const grpo::Error& e) {
       report_bad_line(number, e.what());
@@ -300,8 +307,10 @@ int main(int argc, char** argv) {
   verify->add_option("--pred", pred, "predicted answer or completion");
   verify->add_flag("--jsonl", jsonl, "read {\"gold\", \"pred\"[, \"config\"]} lines on stdin");
   grpo::math::HarnessSettings harness;
-  verify->add_option("--harness", harness.harness, "parse_verify_defaults (default) or compare_strings (Math-Verify's "
-                                                   "test harness: boxed first)");
+  verify->add_option("--harness", harness.harness,
+                     "final_answer (default: the completion's final answer, as the accuracy reward grades), "
+                     "parse_verify_defaults (Math-Verify's verify(parse(gold), parse(pred)) on the whole texts) or "
+                     "compare_strings (Math-Verify's test harness: boxed first)");
   verify->add_option("--extraction", harness.extraction, "targets on both sides: latex,expr")->delimiter(',');
   verify->add_option("--boxed-match-priority", harness.boxed_match_priority, "priority of \\boxed (0 = first, -1 = off)");
   verify->add_option("--float-rounding", harness.float_rounding, "decimal places floats are rounded to (6)");

@@ -90,6 +90,8 @@ bool rational_tree(const Expr& e) {
   return std::all_of(e.args.begin(), e.args.end(), rational_tree);
 }
 
+
+
 // Free symbols: symbol names (except e and i, which are constants) and text words.
 void free_symbols(const Expr& e, std::set<std::string>& out) {
   if ((e.kind == ExprKind::symbol && e.text != "e" && e.text != "i") || e.kind == ExprKind::text) out.insert(e.text);
@@ -143,6 +145,17 @@ std::optional<mpq_class> parse_number(const std::string& t) {
 
 constexpr std::size_t kMaxExactBits = 1 << 16;
 
+std::optional<mpq_class> exact(const Expr& e, Budget& b);
+
+// A power whose exponent is a non-integer rational (2^{1/3}, \sqrt[3]{2}): its value may be irrational, so exact
+// rational arithmetic failing on it says nothing about size.
+bool fractional_power(const Expr& e, Budget& b) {
+  if (e.kind == ExprKind::pow) {
+    if (const auto ex = exact(e.args[1], b); ex && ex->get_den() != 1) return true;
+  }
+  return std::any_of(e.args.begin(), e.args.end(), [&](const Expr& a) { return fractional_power(a, b); });
+}
+
 std::optional<mpq_class> exact(const Expr& e, Budget& b) {
   if (!b.tick()) return std::nullopt;
   switch (e.kind) {
@@ -170,8 +183,19 @@ std::optional<mpq_class> exact(const Expr& e, Budget& b) {
       auto base = exact(e.args[0], b);
       if (!base) return std::nullopt;
       auto ex = exact(e.args[1], b);
-      if (!ex || ex->get_den() != 1) return std::nullopt;
-      if (!mpz_fits_slong_p(ex->get_num_mpz_t())) return std::nullopt;
+      if (!ex || !mpz_fits_slong_p(ex->get_num_mpz_t())) return std::nullopt;
+      if (ex->get_den() != 1) {
+        // A rational power p/q is rational exactly when the base's numerator and denominator are perfect q-th
+        // powers (8^{2/3} = 4, 27^{-1/3} = 1/3); otherwise it is irrational and left to ball arithmetic. Negative
+        // bases follow SymPy's principal branch (complex), so only non-negative ones are taken here.
+        if (!mpz_fits_ulong_p(ex->get_den_mpz_t()) || ex->get_den() > 64 || *base < 0) return std::nullopt;
+        const unsigned long q = mpz_get_ui(ex->get_den_mpz_t());
+        mpz_class num_root, den_root;
+        if (mpz_root(num_root.get_mpz_t(), base->get_num_mpz_t(), q) == 0) return std::nullopt;
+        if (mpz_root(den_root.get_mpz_t(), base->get_den_mpz_t(), q) == 0) return std::nullopt;
+        *base = mpq_class(num_root, den_root);
+        *ex = mpq_class(ex->get_num());
+      }
       const long n = mpz_get_si(ex->get_num_mpz_t());
       const std::size_t bits = mpz_sizeinbase(base->get_num_mpz_t(), 2) + mpz_sizeinbase(base->get_den_mpz_t(), 2);
       if (std::labs(n) > 100000 || bits * static_cast<std::size_t>(std::labs(n)) > kMaxExactBits) return std::nullopt;
@@ -550,7 +574,8 @@ struct Comparator {
       }
       // Rational arithmetic too big to carry out exactly (10^{10^{10}} + 1): balls prove inequality, but equality
       // relative to the size of such values is not evidence.
-      const bool too_big_for_exact = !floats && rational_tree(g) && rational_tree(p);
+      const bool too_big_for_exact =
+          !floats && rational_tree(g) && rational_tree(p) && !fractional_power(g, budget) && !fractional_power(p, budget);
       Verdict last = Verdict::unknown;
       for (slong prec : {128, 320}) {
         EvalContext c{prec, nullptr, &budget};
@@ -884,12 +909,46 @@ struct Comparator {
     free_symbols(lhs, s);
     return !s.empty() && !contains_number_literal(lhs);
   }
+  // strict_equations: an assignment whose left side names one quantity: a symbol (x, a_1), a product of letters (AB),
+  // an undefined function's value (f(2)), |…| or a tuple of those; not a sum (x + y + z = 4 is an equation).
+  static bool names_a_quantity(const Expr& e) {
+    if (!is_assignment(e)) return false;
+    const Expr& lhs = e.kind == ExprKind::relation ? e.args[0] : e.args.back().args[0];
+    const auto name = [](const auto& self, const Expr& x) -> bool {
+      switch (x.kind) {
+        case ExprKind::symbol: return true;
+        case ExprKind::func: return x.text.rfind("undefined:", 0) == 0 || x.text == "abs";
+        case ExprKind::mul:
+        case ExprKind::tuple:
+          return std::all_of(x.args.begin(), x.args.end(), [&](const Expr& a) { return self(self, a); });
+        default: return false;
+      }
+    };
+    return name(name, lhs);
+  }
   static bool is_equation(const Expr& e) {
     if (e.kind == ExprKind::relation) return e.rel == Rel::eq;
     if (e.kind == ExprKind::logical_and) return !e.args.empty() && e.args.back().rel == Rel::eq;
     return false;
   }
   static Expr rhs(const Expr& e) { return e.kind == ExprKind::relation ? e.args[1] : e.args.back().args[1]; }
+  // An equation (or chain) with no free symbols whose every side is equal: 2 + 2 = 4, 6 \cdot 7 = 42.
+  bool true_statement(const Expr& e) {
+    const std::vector<const Expr*> relations = e.kind == ExprKind::relation
+                                                   ? std::vector<const Expr*>{&e}
+                                                   : [&] {
+                                                       std::vector<const Expr*> out;
+                                                       for (const Expr& r : e.args) out.push_back(&r);
+                                                       return out;
+                                                     }();
+    for (const Expr* r : relations) {
+      std::set<std::string> symbols;
+      free_symbols(*r, symbols);
+      if (!symbols.empty() || r->args.size() != 2) return false;
+      if (compare(r->args[0], r->args[1]) != Verdict::equal) return false;
+    }
+    return true;
+  }
 
   Verdict compare(const Expr& g0, const Expr& p0) {
     if (!budget.tick()) return unknown_or_timeout();
@@ -897,6 +956,7 @@ struct Comparator {
     const Expr* p = &p0;
     Expr gtmp, ptmp;
     if (is_equation(*p) && !is_rel(*g)) {
+      if (o.strict_equations && !names_a_quantity(*p) && !true_statement(*p)) return Verdict::not_equal;
       ptmp = rhs(*p);
       p = &ptmp;
     } else if (is_assignment(*g) && !is_rel(*p)) {
@@ -916,7 +976,7 @@ struct Comparator {
         gtmp = std::move(*s);
         g = &gtmp;
       }
-    } else if (is_setlike(*g) && is_rel(*p) && o.allow_set_relation_comp) {
+    } else if (is_setlike(*g) && is_rel(*p) && (o.allow_set_relation_comp || o.solved_relation_as_set)) {
       if (auto s = as_set(*p)) {
         ptmp = std::move(*s);
         p = &ptmp;
@@ -1041,6 +1101,11 @@ struct Comparator {
 };
 
 }  // namespace
+
+std::optional<Expr> solved_relation_set(const Expr& relation) {
+  const VerifyOptions options;
+  return Comparator(options).as_set(relation);
+}
 
 Verdict compare(const Expr& gold, const Expr& pred, const VerifyOptions& options) {
   Comparator c(options);

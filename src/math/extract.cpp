@@ -832,6 +832,12 @@ std::vector<AnswerCandidate> extract_candidates(std::string_view text, const Ext
   return out;
 }
 
+std::vector<BoxedSpan> boxed_spans(std::string_view text) {
+  std::vector<BoxedSpan> out;
+  for (Box& box : find_boxes(text)) out.push_back({box.start, box.end, std::move(box.content)});
+  return out;
+}
+
 std::vector<std::string> extract_answers(std::string_view text, const ExtractOptions& options) {
   std::vector<std::string> out;
   for (const auto& c : extract_candidates(text, options)) {

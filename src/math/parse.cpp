@@ -309,6 +309,41 @@ class Parser {
     return node(make(ExprKind::set, std::move(items)));
   }
 
+  // After \{: a variable (optionally "\in" a named set such as \mathbb{R}) and then |, \mid or :, the start of
+  // set-builder notation {x | x > 0}. Looks ahead only.
+  bool set_builder_ahead() const {
+    if (peek(0).kind != Tok::letter) return false;
+    std::size_t k = 1;
+    if (peek(k).kind == Tok::cmd && peek(k).text == "in") {
+      for (++k; k < 10 && peek(k).kind != Tok::end; ++k) {  // \mathbb{R}, \mathbb R, R
+        const Token& t = peek(k);
+        if ((t.kind == Tok::punct && (t.text == "|" || t.text == ":")) || (t.kind == Tok::cmd && t.text == "mid")) break;
+      }
+    }
+    const Token& t = peek(k);
+    return (t.kind == Tok::punct && (t.text == "|" || t.text == ":")) || (t.kind == Tok::cmd && t.text == "mid");
+  }
+  // Set-builder notation: the condition, a relation (conditions separated by commas: their conjunction), which the
+  // verifier compares as the set it describes when that is an interval or a finite set.
+  std::optional<Expr> set_builder() {
+    while (!(at_punct("|") || at_punct(":") || at_cmd("mid"))) ++pos_;
+    ++pos_;
+    std::vector<Expr> conditions;
+    if (!list("S", &conditions) || !accept_cmd("}")) return fail();
+    if (conditions.size() == 1) return node(std::move(conditions[0]));
+    Expr all = make(ExprKind::logical_and);
+    for (Expr& c : conditions) {
+      if (c.kind == ExprKind::logical_and) {
+        for (Expr& r : c.args) all.args.push_back(std::move(r));
+      } else if (c.kind == ExprKind::relation) {
+        all.args.push_back(std::move(c));
+      } else {
+        return fail();
+      }
+    }
+    return node(std::move(all));
+  }
+
   static bool only_symbols(const Expr& e) {
     if (e.kind == ExprKind::symbol) return true;
     if (e.kind == ExprKind::mul || e.kind == ExprKind::tuple) {
@@ -785,6 +820,7 @@ class Parser {
     if (n == "{") {
       std::vector<Expr> items;
       if (accept_cmd("}")) return node(make(ExprKind::set));
+      if (set_builder_ahead()) return set_builder();
       if (!list("S", &items) || !accept_cmd("}")) return fail();
       return node(make(ExprKind::set, std::move(items)));
     }

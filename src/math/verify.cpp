@@ -6,6 +6,8 @@
 #include "grpo/core/error.hpp"
 #include "grpo/math/verify.hpp"
 
+#include <fmt/format.h>
+
 namespace grpo::math {
 namespace {
 
@@ -115,28 +117,231 @@ Verdict verify_parsed(const ParsedAnswer& g, const ParsedAnswer& p, const Verify
   return compare(*g.expr, *p.expr, o);
 }
 
-Verdict verify(std::string_view gold, std::string_view pred, const VerifyOptions& o) {
-  validate(o);
-  const ParsedAnswer g = parse_answer(gold, o.gold, o.limits, o.deadline);
-  if (std::chrono::steady_clock::now() > o.deadline) return Verdict::timeout;
-  if (!g.expr && trim(g.fallback).empty()) return Verdict::unknown;
-  const ParsedAnswer p = parse_answer(pred, o.pred, o.limits, o.deadline);
-  if (std::chrono::steady_clock::now() > o.deadline) return Verdict::timeout;
-  return verify_parsed(g, p, o);
+namespace {
+
+bool past(const VerifyOptions& o) { return std::chrono::steady_clock::now() > o.deadline; }
+
+bool agree(const Expr& a, const Expr& b, const VerifyOptions& o) {
+  return compare(a, b, o) == Verdict::equal || compare(b, a, o) == Verdict::equal;
 }
+
+// A math delimiter: an unescaped $ (\\$ is a currency sign), \\(, \\[, or a box.
+bool has_delimiters(std::string_view s) {
+  for (std::size_t k = s.find('$'); k != std::string_view::npos; k = s.find('$', k + 1)) {
+    if (k == 0 || s[k - 1] != '\\') return true;
+  }
+  for (std::string_view marker : {"\\(", "\\[", "\\boxed", "\\fbox"}) {
+    if (s.find(marker) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+// Prose: a run of three or more letters that is not a LaTeX command ("I think 4", "4 apples").
+bool has_prose(std::string_view s) {
+  std::size_t run = 0;
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    const bool letter = std::isalpha(static_cast<unsigned char>(s[k])) != 0;
+    if (letter && run == 0 && k > 0 && s[k - 1] == '\\') {
+      while (k + 1 < s.size() && std::isalpha(static_cast<unsigned char>(s[k + 1])) != 0) ++k;  // a command name
+      continue;
+    }
+    run = letter ? run + 1 : 0;
+    if (run >= 3) return true;
+  }
+  return false;
+}
+
+// The parts of a stated answer joined by "or" / "and" outside braces and $…$ ("4 or 5", "x = 1 \text{ or } x = 2",
+// "A and B"); one part when there is no such connective.
+std::vector<std::string> split_connectives(std::string_view s) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  int depth = 0;
+  bool math = false;
+  const auto connective_at = [&](std::size_t k) -> std::size_t {  // its length, or 0
+    for (std::string_view c : {" or ", " and ", "\\text{ or }", "\\text{or}", "\\text{ and }", "\\text{and}",
+                               "\\textrm{ or }", "\\textrm{or}", "\\mathrm{ or }", "\\mathrm{or}"}) {
+      if (s.compare(k, c.size(), c) == 0) return c.size();
+    }
+    return 0;
+  };
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    if (depth == 0 && !math) {
+      if (const std::size_t n = connective_at(k)) {
+        parts.emplace_back(s.substr(start, k - start));
+        start = k + n;
+        k = start - 1;
+        continue;
+      }
+    }
+    const char c = s[k];
+    if (c == '\\' && k + 1 < s.size() && (s[k + 1] == '{' || s[k + 1] == '}' || s[k + 1] == '$')) {
+      ++k;
+    } else if (c == '$') {
+      math = !math;
+    } else if (c == '{') {
+      ++depth;
+    } else if (c == '}' && depth > 0) {
+      --depth;
+    }
+  }
+  parts.emplace_back(s.substr(start));
+  std::erase_if(parts, [](const std::string& p) { return trim(p).empty(); });
+  return parts;
+}
+
+// The distinct values a stated answer holds, appended to `values`. Each part between "or" / "and" counts on its own.
+// A part without $…$ / \\(…\\) / \\boxed is the answer itself when it is a box, or bare ("x = 4", "\\frac12",
+// "3\\sqrt{13}", "4, 5"): read whole, as a bare gold is. Otherwise its extraction candidates count: every LaTeX
+// environment and expression ("the answer is 4", "April 4, 2023" holds two); an answer tag or #### line of prose with
+// no candidate is then read whole.
+void add_values(const AnswerMarker& m, const VerifyOptions& o, std::vector<Expr>& values) {
+  if (const std::vector<std::string> parts = split_connectives(m.text); parts.size() > 1) {
+    for (const std::string& part : parts) add_values({m.source, m.begin, m.end, std::string(trim(part))}, o, values);
+    return;
+  }
+  bool added = false;
+  const auto add = [&](Expr e) {
+    added = true;
+    for (const Expr& v : values) {
+      if (agree(v, e, o)) return;
+    }
+    values.push_back(std::move(e));
+  };
+  ExtractOptions eo = o.pred;
+  eo.answer_tags = false;
+  const auto read_whole = [&] {
+    ExtractOptions whole = eo;
+    whole.latex = true;
+    whole.boxed_match_priority = 0;
+    whole.mode = ExtractionMode::first_match;
+    if (ParsedAnswer parsed = parse_answer("\\boxed{" + m.text + "}", whole, o.limits, o.deadline); parsed.expr) {
+      add(std::move(*parsed.expr));
+    }
+  };
+  const bool delimited = has_delimiters(m.text);
+  const bool prose = has_prose(m.text);
+  if (!delimited && (m.source == AnswerSource::boxed || (!prose && m.source != AnswerSource::final_answer_phrase))) {
+    read_whole();
+    if (added || m.source == AnswerSource::boxed) return;
+  }
+  eo.expr_without_anchor = true;
+  eo.latex_without_anchor = true;
+  ParseOptions limits = o.limits;
+  limits.malformed_operators = limits.malformed_operators && eo.normalization.malformed_operators;
+  for (const AnswerCandidate& c : extract_candidates(m.text, eo)) {
+    if (past(o)) return;
+    if (auto e = parse_candidate(c, limits, eo.lowercase_choices)) add(std::move(*e));
+  }
+  if (!added && !delimited && (m.source == AnswerSource::answer_tag || m.source == AnswerSource::gsm8k)) read_whole();
+}
+
+Grade grade_whole_text(std::string_view gold, std::string_view pred, const VerifyOptions& o) {
+  Grade out;
+  out.graded = std::string(pred);
+  const ParsedAnswer g = parse_answer(gold, o.gold, o.limits, o.deadline);
+  if (past(o)) return out.verdict = Verdict::timeout, out;
+  out.gold_parsed = g.expr || !trim(g.fallback).empty();
+  if (!out.gold_parsed) return out;
+  const ParsedAnswer p = parse_answer(pred, o.pred, o.limits, o.deadline);
+  if (past(o)) return out.verdict = Verdict::timeout, out;
+  out.verdict = verify_parsed(g, p, o);
+  return out;
+}
+
+}  // namespace
+
+Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o) {
+  validate(o);
+  if (o.grading == Grading::whole_text) return grade_whole_text(gold, pred, o);
+  Grade out;
+  // A bare gold is read whole; when that finds nothing, as written.
+  ParsedAnswer g = parse_answer(wrap_bare_gold(gold), o.gold, o.limits, o.deadline);
+  if (!g.expr && trim(g.fallback).empty()) g = parse_answer(gold, o.gold, o.limits, o.deadline);
+  if (past(o)) return out.verdict = Verdict::timeout, out;
+  out.gold_parsed = g.expr || !trim(g.fallback).empty();
+  if (!out.gold_parsed) return out;
+
+  const FinalAnswer final_answer = find_final_answer(pred, o.final_answer);
+  out.source = final_answer.region.source;
+  out.graded = final_answer.region.text;
+  out.verdict = Verdict::not_equal;
+  if (final_answer.region.source == AnswerSource::none) {
+    out.reason = "no final answer";
+    return out;
+  }
+  std::vector<Expr> values;
+  add_values(final_answer.region, o, values);
+  if (values.empty()) {
+    if (past(o)) return out.verdict = Verdict::timeout, out;
+    // Nothing parses: Math-Verify's string fallback (two equal normalised strings are equal).
+    ExtractOptions whole = o.pred;
+    whole.answer_tags = false;
+    const ParsedAnswer p = parse_answer("\\boxed{" + final_answer.region.text + "}", whole, o.limits, o.deadline);
+    if (!trim(g.fallback).empty() && trim(g.fallback) == trim(p.fallback)) out.verdict = Verdict::equal;
+    else out.reason = "the final answer does not parse";
+    return out;
+  }
+  const std::size_t stated = values.size();
+  for (const AnswerMarker& other : final_answer.others) add_values(other, o, values);
+  if (past(o)) return out.verdict = Verdict::timeout, out;
+  if (values.size() == 1) {
+    if (!g.expr) return out;  // a gold that is only a fallback string, a prediction that parses
+    out.verdict = compare(*g.expr, values.front(), o);
+    return out;
+  }
+  // Several different values: a hedge, unless the gold is itself several values, or a set that relations joined by
+  // "or" describe together (x < 2 or x > 3 against (-∞, 2) ∪ (3, ∞)).
+  const auto is_rel = [](const Expr& e) { return e.kind == ExprKind::relation || e.kind == ExprKind::logical_and; };
+  const auto is_setlike = [](const Expr& e) {
+    return e.kind == ExprKind::set || e.kind == ExprKind::tuple || e.kind == ExprKind::interval ||
+           e.kind == ExprKind::set_union;
+  };
+  const bool gold_set = g.expr && (is_setlike(*g.expr) || is_rel(*g.expr));
+  if (gold_set && std::all_of(values.begin(), values.end(), is_rel)) {
+    Expr sets;
+    sets.kind = ExprKind::set_union;
+    for (const Expr& v : values) {
+      std::optional<Expr> s = solved_relation_set(v);
+      if (!s) break;
+      sets.args.push_back(std::move(*s));
+    }
+    if (sets.args.size() == values.size()) {
+      std::optional<Expr> gold_as_set = is_setlike(*g.expr) ? g.expr : solved_relation_set(*g.expr);
+      out.verdict = gold_as_set && compare(*gold_as_set, sets, o) == Verdict::equal ? Verdict::equal : Verdict::not_equal;
+      return out;
+    }
+  }
+  if (g.expr && (g.expr->kind == ExprKind::set || g.expr->kind == ExprKind::tuple)) {
+    Expr set;
+    set.kind = ExprKind::set;
+    for (Expr& v : values) flatten_into(set, std::move(v));
+    out.verdict = compare(*g.expr, set, o) == Verdict::equal ? Verdict::equal : Verdict::not_equal;
+    return out;
+  }
+  out.reason = stated > 1 ? fmt::format("hedged: the final answer states {} different values", stated)
+                          : "hedged: another final answer in the completion disagrees with it";
+  return out;
+}
+
+Verdict verify(std::string_view gold, std::string_view pred, const VerifyOptions& o) { return grade(gold, pred, o).verdict; }
 
 std::string wrap_bare_gold(std::string_view gold) {
   if (gold.find_first_not_of(" \t\r\n") == std::string_view::npos) return std::string(gold);  // nothing to read
-  for (std::string_view marker : {"$", "\\(", "\\[", "\\boxed", "####"}) {
-    if (gold.find(marker) != std::string_view::npos) return std::string(gold);
-  }
+  if (has_delimiters(gold) || gold.find("####") != std::string_view::npos) return std::string(gold);
   return "\\boxed{" + std::string(gold) + "}";
 }
 
-VerifyOptions math_verify_defaults() { return VerifyOptions{}; }
+VerifyOptions math_verify_defaults() {
+  VerifyOptions o;
+  o.grading = Grading::whole_text;
+  o.strict_equations = false;
+  o.solved_relation_as_set = false;
+  return o;
+}
 
 VerifyOptions math_verify_test_harness(bool latex, bool expr) {
-  VerifyOptions o;
+  VerifyOptions o = math_verify_defaults();
   for (ExtractOptions* e : {&o.gold, &o.pred}) {
     e->latex = latex;
     e->expr = expr;
@@ -157,11 +362,13 @@ VerifyOptions harness_options(const HarnessSettings& settings) {
     }
     GRPO_CHECK_CONFIG(latex || expr, "extraction: give at least one target (latex, expr)");
   }
-  const std::string harness = settings.harness.value_or("parse_verify_defaults");
-  GRPO_CHECK_CONFIG(harness == "parse_verify_defaults" || harness == "compare_strings",
-                    "harness: '{}' is not parse_verify_defaults or compare_strings{}", harness,
+  const std::string harness = settings.harness.value_or("final_answer");
+  GRPO_CHECK_CONFIG(harness == "final_answer" || harness == "parse_verify_defaults" || harness == "compare_strings",
+                    "harness: '{}' is not final_answer, parse_verify_defaults or compare_strings{}", harness,
                     harness == "sympy_expr_eq" ? " (sympy_expr_eq compares SymPy objects, not text)" : "");
-  VerifyOptions o = harness == "compare_strings" ? math_verify_test_harness(latex, expr) : math_verify_defaults();
+  VerifyOptions o = harness == "compare_strings"         ? math_verify_test_harness(latex, expr)
+                    : harness == "parse_verify_defaults" ? math_verify_defaults()
+                                                         : VerifyOptions{};
   for (ExtractOptions* e : {&o.gold, &o.pred}) {
     e->latex = latex;
     e->expr = expr;
@@ -175,7 +382,7 @@ VerifyOptions harness_options(const HarnessSettings& settings) {
 }
 
 VerifyOptions open_r1_accuracy() {
-  VerifyOptions o;
+  VerifyOptions o = math_verify_defaults();
   o.gold.mode = ExtractionMode::first_match;
   o.pred.latex = true;
   o.pred.expr = false;

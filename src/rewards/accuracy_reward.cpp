@@ -25,18 +25,15 @@ std::vector<std::string> gold_answers(const Completion& completion, const std::v
 
 CorrectnessJudge math_correctness(AccuracyOptions options) {
   return [options = std::move(options)](const Completion& completion, const ScoringContext& context) {
-    math::VerifyOptions verify_options = math::open_r1_accuracy();
+    math::VerifyOptions verify_options;  // the verifier's one grading path: the completion's final answer
     verify_options.deadline = context.deadline;
-    verify_options.pred.answer_tags = options.answer_tags;
+    verify_options.final_answer.answer_tags = options.answer_tags;
     bool gold_parsed = false;
     bool timed_out = false;
-    for (const std::string& field : gold_answers(completion, options.gold_fields)) {
-      // A bare ground truth is read whole (wrap_bare_gold); if that does not parse, the text as it is.
-      std::string gold = math::wrap_bare_gold(field);
-      if (math::extract_answers(gold, verify_options.gold).empty()) gold = field;
-      if (math::extract_answers(gold, verify_options.gold).empty()) continue;
-      gold_parsed = true;
-      switch (math::verify(gold, completion.text, verify_options)) {
+    for (const std::string& gold : gold_answers(completion, options.gold_fields)) {
+      const math::Grade grade = math::grade(gold, completion.text, verify_options);
+      gold_parsed |= grade.gold_parsed;
+      switch (grade.verdict) {
         case math::Verdict::equal:
           return Correctness::correct;
         case math::Verdict::timeout:
@@ -47,8 +44,8 @@ CorrectnessJudge math_correctness(AccuracyOptions options) {
           break;
       }
     }
-    if (!gold_parsed) return Correctness::no_gold;
-    return timed_out ? Correctness::timeout : Correctness::wrong;
+    if (timed_out) return Correctness::timeout;
+    return gold_parsed ? Correctness::wrong : Correctness::no_gold;
   };
 }
 

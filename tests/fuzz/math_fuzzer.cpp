@@ -27,7 +27,8 @@ gm::VerifyOptions options_for(std::string_view text) {
   unsigned h = 0;
   for (unsigned char c : text) h = h * 31 + c;
   gm::VerifyOptions o;
-  switch (h % 5) {
+  switch (h % 6) {
+    case 5: break;  // VerifyOptions{}: final-answer grading (find_final_answer, hedge checks, strict equations)
     case 0: o = gm::math_verify_defaults(); break;
     case 1: o = gm::open_r1_accuracy(); break;
     case 2: o = gm::math_verify_test_harness(true, true); break;
@@ -82,6 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   exercise_parsers(gold, o);
 
   (void)gm::verify(gold, pred, o);
+  (void)gm::find_final_answer(pred);
+  (void)gm::find_final_answer(gold);
   const auto parsed_gold = gm::parse_answer(gold, o.gold, o.limits, o.deadline);
   const auto parsed_pred = gm::parse_answer(pred, o.pred, o.limits, o.deadline);
   (void)gm::verify_parsed(parsed_gold, parsed_pred, o);

@@ -107,10 +107,15 @@ TEST_CASE("compare: equations, assignments and inequalities (gold-directed)", "[
   CHECK(cmp("x<1", "x>-1") == Verdict::not_equal);
   CHECK(cmp("x\\le 5", "5\\ge x") == Verdict::equal);
   CHECK(cmp("1<x<2", "(1,2)") == Verdict::equal);    // gold relation → set
-  CHECK(cmp("(1,2)", "1<x<2") == Verdict::not_equal);  // the reverse is a reward hack ...
-  gm::VerifyOptions o;
+  // The reverse: Math-Verify compares a predicted relation with a gold set only when allowed (an echoed question
+  // is a relation too) ...
+  gm::VerifyOptions o = gm::math_verify_defaults();
+  CHECK(cmp("(1,2)", "1<x<2", o) == Verdict::not_equal);
   o.allow_set_relation_comp = true;
-  CHECK(cmp("(1,2)", "1<x<2", o) == Verdict::equal);  // ... unless allowed
+  CHECK(cmp("(1,2)", "1<x<2", o) == Verdict::equal);
+  // ... final-answer grading takes a relation solved for its variable as the set it describes, not an unsolved one.
+  CHECK(cmp("(1,2)", "1<x<2") == Verdict::equal);
+  CHECK(cmp("(1,2)", "1<2x-1<3") == Verdict::not_equal);
   CHECK(cmp("x \\ge 2", "[2, \\infty)") == Verdict::equal);
 }
 

@@ -5,6 +5,8 @@
 #include <support/process_testing.hpp>
 
 #include <catch2/catch.hpp>
+#include <grpo/core/json_quote.hpp>
+#include <simdjson.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -53,13 +55,76 @@ TEST_CASE("grpo verify answers true or false, one JSON line per input line", "[t
   std::istringstream lines(r.out);
   std::string line;
   std::getline(lines, line);
-  REQUIRE(line == R"({"equivalent":true,"verdict":"equal"})");
+  REQUIRE(line == R"({"equivalent":true,"verdict":"equal","source":"last_line","graded":"$0.75$"})");
   std::getline(lines, line);
   REQUIRE(line.rfind(R"({"line":2,"error":)", 0) == 0);
   std::getline(lines, line);
-  REQUIRE(line == R"({"equivalent":false,"verdict":"not_equal"})");
+  REQUIRE(line == R"({"equivalent":false,"verdict":"not_equal","source":"boxed","graded":"8"})");
   REQUIRE(stderr_text().find("stdin:2:") != std::string::npos);
   REQUIRE(run("verify").status == 2);
+}
+
+TEST_CASE("grpo verify grades the completion's final answer, as the accuracy reward does, and says what it graded",
+          "[tools]") {
+  // The cases of the issue that found two grading paths: hedges and answers in the reasoning are wrong, the answer
+  // after wrong reasoning is right, and a bare answer inside <answer> is read whole.
+  const auto verdict = [](const std::string& gold, const std::string& pred) {
+    return run("verify --gold '" + gold + "' --pred '" + pred + "'").out;
+  };
+  CHECK(verdict("4", R"(<answer>x = 4 	ext{ or } x = 5</answer>)") == "false\n");
+  CHECK(verdict("4", "<think>maybe 4</think><answer>5</answer>") == "false\n");
+  CHECK(verdict("4", "<think>maybe 5</think><answer>4</answer>") == "true\n");
+  CHECK(stderr_text() == "graded answer_tag: \"4\"\n");
+  CHECK(verdict(R"(\frac{1}{2})", "<answer>0.5</answer>") == "true\n");
+  CHECK(verdict("A", "<answer>A</answer>") == "true\n");
+  CHECK(verdict("4", R"(\boxed{4} or maybe \boxed{5})") == "false\n");
+  CHECK_THAT(stderr_text(), Catch::Contains("graded boxed: \"5\" (hedged: another final answer"));
+  // The raw Math-Verify comparison is an explicit choice.
+  CHECK(run(R"(verify --gold 4 --pred '<think>maybe 4</think><answer>5</answer>' --harness parse_verify_defaults)").out ==
+        "true\n");
+  const auto r = run("verify --jsonl", R"({"gold": "4", "pred": "I think 4 or 5"})" "\n");
+  CHECK(r.out == R"({"equivalent":false,"verdict":"not_equal","source":"last_line","graded":"I think 4 or 5",)"
+                 R"("reason":"hedged: the final answer states 2 different values"})" "\n");
+}
+
+TEST_CASE("grpo verify and grpo score: no reward-hacking case is equal, every control is",
+          "[tools][reward_hacking]") {
+  // tests/data/reward_hacking.jsonl through both commands (tests/rewards/reward_hacking_test.cpp takes the library's
+  // paths); one process each for the whole set.
+  simdjson::ondemand::parser parser;
+  const simdjson::padded_string json =
+      simdjson::padded_string::load((fs::path(GRPO_TEST_DATA_DIR) / "reward_hacking.jsonl").string());
+  std::string verify_input, score_input;
+  std::vector<bool> expected;
+  simdjson::ondemand::document_stream docs = parser.iterate_many(json);
+  for (auto doc : docs) {
+    simdjson::ondemand::object row = doc.get_object();
+    const auto gold = std::string(std::string_view(row["gold"]));
+    const auto completion = std::string(std::string_view(row["completion"]));
+    expected.push_back(bool(row["expected"]));
+    verify_input += "{\"gold\":" + grpo::json_quoted(gold) + ",\"pred\":" + grpo::json_quoted(completion) + "}\n";
+    score_input +=
+        "{\"ground_truth\":" + grpo::json_quoted(gold) + ",\"completion\":" + grpo::json_quoted(completion) + "}\n";
+  }
+  REQUIRE(expected.size() >= 150);
+  const auto verified = run("verify --jsonl", verify_input);
+  const auto scored = run("score --rewards accuracy", score_input);
+  REQUIRE(verified.status == 0);
+  REQUIRE(scored.status == 0);
+  std::istringstream verify_lines(verified.out), score_lines(scored.out);
+  int wrong = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    std::string verify_line, score_line;
+    REQUIRE(std::getline(verify_lines, verify_line));
+    REQUIRE(std::getline(score_lines, score_line));
+    const bool equal = verify_line.starts_with(R"({"equivalent":true)");
+    const bool rewarded = score_line.find(R"("rewards":{"accuracy":1})") != std::string::npos;
+    INFO("case " << i + 1 << ": " << verify_line << " | " << score_line);
+    CHECK(equal == expected[i]);
+    CHECK(rewarded == expected[i]);
+    wrong += equal != expected[i] || rewarded != expected[i];
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("grpo score adds per-reward values and the weighted total to each line", "[tools]") {
@@ -102,9 +167,9 @@ TEST_CASE("grpo verify takes Math-Verify's harness settings per line and as flag
   std::vector<std::string> out;
   for (std::string line; std::getline(lines, line);) out.push_back(line);
   REQUIRE(out.size() == 6);
-  CHECK(out[0] == R"({"equivalent":false,"verdict":"not_equal"})");
-  CHECK(out[1] == R"({"equivalent":true,"verdict":"equal"})");
-  CHECK(out[2] == R"({"equivalent":true,"verdict":"equal"})");
+  CHECK_THAT(out[0], Catch::StartsWith(R"({"equivalent":false,"verdict":"not_equal")"));
+  CHECK_THAT(out[1], Catch::StartsWith(R"({"equivalent":true,"verdict":"equal")"));
+  CHECK_THAT(out[2], Catch::StartsWith(R"({"equivalent":true,"verdict":"equal")"));
   CHECK_THAT(out[3], Catch::StartsWith(R"({"equivalent":false)"));
   CHECK_THAT(out[4], Catch::Contains("config: unknown key 'rounding'"));
   CHECK_THAT(out[5], Catch::Contains("extraction: 'text' is not a target (latex, expr)"));

@@ -72,6 +72,14 @@ struct AnswerCandidate {
 // All candidates in the order the verifier tries them: by priority group, then rightmost-ending first.
 std::vector<AnswerCandidate> extract_candidates(std::string_view text, const ExtractOptions& options = {});
 
+// Every \boxed{…} / \fbox{…} of `text`, left to right (a box nested in another is part of its content): the byte
+// range of the whole box ([begin, end); end = text.size() when unclosed) and its content.
+struct BoxedSpan {
+  std::size_t begin = 0, end = 0;
+  std::string content;
+};
+std::vector<BoxedSpan> boxed_spans(std::string_view text);
+
 // Candidate answer strings, best first (parts joined with ", "). Duplicates removed.
 std::vector<std::string> extract_answers(std::string_view text, const ExtractOptions& options = {});
 

@@ -19,6 +19,7 @@
 
 #include "grpo/math/expr.hpp"
 #include "grpo/math/extract.hpp"
+#include "grpo/math/final_answer.hpp"
 
 namespace grpo::math {
 
@@ -35,6 +36,17 @@ constexpr std::string_view to_string(Verdict v) {
 }
 inline std::ostream& operator<<(std::ostream& os, Verdict v) { return os << to_string(v); }
 
+// What verify() grades in the prediction.
+//   final_answer (the default; the accuracy reward and `grpo verify`): the completion's final answer only
+//     (find_final_answer: the <answer> span, else the last box / "final answer is" phrase / #### line, else the last
+//     line; never the reasoning), read whole when it is a bare answer, and required to state one value: a region whose
+//     candidates differ ("4 or 5", "$4$, maybe $5$") or another final answer that disagrees with it is not_equal,
+//     unless the gold itself is a set, which the stated values are then compared as. A bare gold is read whole
+//     (wrap_bare_gold), and as written when that finds nothing.
+//   whole_text: Math-Verify's verify(parse(gold), parse(pred)) over the whole texts, its extraction rules and nothing
+//     more (math_verify_defaults, math_verify_test_harness, open_r1_accuracy reproduce those systems this way).
+enum class Grading { final_answer, whole_text };
+
 // Options for verify(). float_rounding / numeric_precision / strict / allow_set_relation_comp mean what they mean
 // in Math-Verify's verify(): a float literal on either side rounds both numbers to `float_rounding` decimals;
 // strict=false renames the prediction's free symbols to the gold's by position; allow_set_relation_comp lets a
@@ -46,13 +58,37 @@ struct VerifyOptions {
   int numeric_precision = 15;
   bool strict = true;
   bool allow_set_relation_comp = false;
+  // A predicted equation against a gold value counts as its right-hand side only when it is an assignment (x = 4,
+  // f(2) = 4, |AB| = 4: a left side of symbols) or a true statement with no unknowns (2 + 2 = 4). Off: Math-Verify's
+  // rule, any equation's right side (7x + y = 4 "answers" 4, a known reward hack). math_verify_defaults() turns it off.
+  bool strict_equations = true;
+  // A predicted relation in one variable in solved form (x > 0, -3 \le x \le 4, x = 2, a set-builder {x | x > 0})
+  // equals the gold interval or set it describes. Math-Verify compares a predicted relation with a gold set only with
+  // allow_set_relation_comp (any relation); math_verify_defaults() turns this off. A relation that is not solved for
+  // its variable (2x + 1 > 3, x^2 < 4: the question echoed) is never a set here.
+  bool solved_relation_as_set = true;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  ExtractOptions gold{}, pred{};
+  ExtractOptions gold{}, pred{};  // final_answer grading extracts inside the prediction's region with `pred`
   ParseOptions limits{};
   int random_points = 6;  // evaluation points for expressions with free symbols
+  Grading grading = Grading::final_answer;
+  FinalAnswerOptions final_answer{};  // final_answer grading: which tags delimit the answer and the reasoning
 };
 
-// Full pipeline. Gold and prediction keep their roles (not symmetric): a gold `x = 1` equals a prediction `1`,
+// A verdict with what it graded.
+struct Grade {
+  Verdict verdict = Verdict::unknown;
+  bool gold_parsed = false;                  // false: the gold has no answer (verdict unknown)
+  AnswerSource source = AnswerSource::none;  // where the graded answer came from (none for whole_text grading)
+  std::string graded;                        // the region's text as written (whole_text grading: the prediction)
+  std::string reason;                        // set when not a plain comparison: "no final answer", "hedged: …"
+};
+
+// The one grading path: the prediction's final answer (options.grading) against the gold. Gold and prediction keep
+// their roles (see verify()). Never throws for bad text; throws grpo::ConfigError for invalid options.
+Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& options = {});
+
+// grade(gold, pred, options).verdict. Gold and prediction keep their roles (not symmetric): a gold `x = 1` equals a prediction `1`,
 // a gold inequality equals a predicted interval, and a predicted equation is reduced to its right-hand side.
 // Returns unknown when the gold has no parsable answer or the comparison could not be decided within the limits,
 // not_equal when the prediction has no answer, timeout when `deadline` passed. Never throws for bad text; throws
@@ -62,12 +98,16 @@ Verdict verify(std::string_view gold, std::string_view pred, const VerifyOptions
 
 // A ground truth written as a bare answer ("3\sqrt{13}", "\frac43", "(3,4]") has no math delimiter, so Math-Verify's
 // LaTeX extraction finds nothing in it and the plain-number extraction reads only its first number. When `gold`
-// holds none of $, \(, \[, \boxed or a "####" line, this returns "\boxed{gold}" (verl's convention for ground
+// holds none of $ (unescaped: "\$36" is a bare answer), \(, \[, \boxed or a "####" line, this returns "\boxed{gold}" (verl's convention for ground
 // truths); otherwise (and for blank text) gold unchanged. Full solutions (TRL/NuminaMath `solution`, GSM8K answers) pass through.
 std::string wrap_bare_gold(std::string_view gold);
 
 // Compares two parsed answers (gold first) with the rules above; the building block of verify().
 Verdict compare(const Expr& gold, const Expr& pred, const VerifyOptions& options = {});
+
+// The set a one-variable relation in solved form describes: x > 0 → (0, ∞), -3 ≤ x ≤ 4 → [-3, 4], x = 2 → {2},
+// x ∈ S → S; nullopt for anything else (2x + 1 > 3, x^2 < 4, a number).
+std::optional<Expr> solved_relation_set(const Expr& relation);
 
 // An extracted and parsed answer: the first candidate that parsed (Math-Verify's group rules: by priority, then
 // rightmost first; first_match stops at the first candidate) and the first normalised candidate string, which
@@ -95,8 +135,8 @@ VerifyOptions math_verify_test_harness(bool latex, bool expr);
 // Math-Verify's harness settings by name, as its test suite's per-case config writes them and `grpo verify` takes
 // them (a --jsonl line's "config" object, or flags). Unset fields keep the base's.
 struct HarnessSettings {
-  // "parse_verify_defaults" (math_verify_defaults) or "compare_strings" (math_verify_test_harness, tests/test_all.py);
-  // unset: math_verify_defaults.
+  // "final_answer" (VerifyOptions{}: final-answer grading), "parse_verify_defaults" (math_verify_defaults) or
+  // "compare_strings" (math_verify_test_harness, tests/test_all.py); unset: final_answer.
   std::optional<std::string> harness;
   std::optional<std::vector<std::string>> extraction;  // targets on both sides: "latex", "expr"
   std::optional<int> boxed_match_priority;             // both sides; -1 = no boxed pattern

@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The accuracy reward: is the completion's final answer equal to the dataset row's gold answer, judged by the math
-// verifier (grpo::math; docs/math_verifier.md). Also the correctness judge the cosine and length rewards use.
-//
-// Extraction follows open-r1/TRL `accuracy_reward` (TRL's docs example, open-r1 src/open_r1/rewards.py, Math-Verify's
-// parse/verify defaults): the gold is parsed
-// with Math-Verify's default targets, the completion with LaTeX extraction, boxed first and no anchor-free matches
-// (grpo::math::open_r1_accuracy()), plus the R1-Zero extras: only the last <answer>…</answer> span when present
-// (read whole when it holds no $…$ or \boxed{}: "<answer> 7 </answer>" answers 7), "the final answer is …", and GSM8K's
-// "#### N" (on both sides, so a raw GSM8K worked solution is a valid gold).
+// verifier's one grading path (grpo::math::grade with final-answer grading; docs/math_verifier.md "What is graded"):
+// only the last <answer>…</answer> span when present, else the last \boxed{}, "the final answer is …" or GSM8K
+// "#### N", else the last line; never the reasoning; a hedged answer ("4 or 5", two boxes that disagree) is wrong.
+// The gold is read whole when it is a bare answer ("3\sqrt{13}", "(3,4]"), else as Math-Verify parses it (a worked
+// solution with $…$, \boxed{} or a "#### N" line).
 #pragma once
 
 #include <grpo/rewards/math_steps.hpp>
@@ -38,7 +35,7 @@ struct AccuracyOptions {
   /// Value for Correctness::no_gold. std::nullopt (no value) as TRL/open-r1; the seed recipe's neutral 0.5 is an
   /// option.
   std::optional<float> no_gold_value = std::nullopt;
-  /// R1-Zero: when the completion contains <answer>…</answer>, only the last such span is searched.
+  /// R1-Zero: when the completion contains <answer>…</answer>, only the last such span is graded.
   bool answer_tags = true;
   /// AccuracyReward only (cosine and length use the verdict alone). Step-wise credit w in [0, 1]: for a row whose
   /// `steps_field` is a non-empty list of reference steps (io::Dataset puts a ground_truth object's steps in

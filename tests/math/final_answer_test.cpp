@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// The final-answer region (find_final_answer) and final-answer grading (grade): what is graded, and why a completion
+// that states several answers is not equal. Expected values are worked out by hand from the rules in
+// final_answer.hpp and verify.hpp.
+#include <grpo/math/verify.hpp>
+
+#include <catch2/catch.hpp>
+
+namespace gm = grpo::math;
+using gm::AnswerSource;
+using gm::Verdict;
+
+TEST_CASE("find_final_answer: the answer tag, else the last marker, else the last line, never the reasoning",
+          "[math][final_answer]") {
+  const auto region = [](std::string_view text) { return gm::find_final_answer(text).region; };
+  CHECK(region("<think>\\boxed{5}</think><answer> 4 </answer>").source == AnswerSource::answer_tag);
+  CHECK(region("<think>\\boxed{5}</think><answer> 4 </answer>").text == "4");
+  CHECK(region("<answer>4").text == "4");  // unclosed: to the end
+  // Reasoning: up to the last </think> (a template may open <think> in the prompt), or after an unclosed <think>.
+  CHECK(region("so 5</think> The final answer is 4.").text == "final answer is 4.");
+  CHECK(region("so 5</think> The final answer is 4.").source == AnswerSource::final_answer_phrase);
+  CHECK(region("I know it. <think> it is \\boxed{4}").source == AnswerSource::last_line);
+  CHECK(region("I know it. <think> it is \\boxed{4}").text == "I know it.");
+  CHECK(region("<think>\\boxed{4}</think>").source == AnswerSource::none);
+  CHECK(region("<answer>4</answer>").source == AnswerSource::answer_tag);
+  {
+    const auto found = gm::find_final_answer("\\boxed{3} then \\boxed{4}. The final answer is $4$. Done.");
+    CHECK(found.region.source == AnswerSource::final_answer_phrase);  // ends last
+    CHECK(found.region.text == "final answer is $4$.");
+    REQUIRE(found.others.size() == 2);
+    CHECK(found.others[0].text == "3");
+    CHECK(found.others[1].text == "4");
+  }
+  const auto gsm8k = gm::find_final_answer("3 + 4 = 7\n#### 7\n");
+  CHECK(gsm8k.region.source == AnswerSource::gsm8k);
+  CHECK(gsm8k.region.text == "7");
+  CHECK(region("Work.\n\nSo the answer is 12 apples\n").text == "answer is 12 apples");
+  CHECK(region("Work.\n\nx = 12\n").text == "x = 12");
+  // Markers after a closed answer tag are returned to be checked against it; those in the reasoning are not.
+  const auto after = gm::find_final_answer("<think>\\boxed{1}</think><answer>4</answer> or \\boxed{5}");
+  REQUIRE(after.others.size() == 1);
+  CHECK(after.others[0].text == "5");
+  gm::FinalAnswerOptions no_tags;
+  no_tags.answer_tags = false;
+  CHECK(gm::find_final_answer("<answer>4</answer> \\boxed{5}", no_tags).region.text == "5");
+}
+
+TEST_CASE("grade: one value stated, read whole or from its candidates, hedges are not equal", "[math][final_answer]") {
+  const auto verdict = [](std::string_view gold, std::string_view pred) { return gm::grade(gold, pred).verdict; };
+  CHECK(verdict("\\frac{1}{2}", "<answer>0.5</answer>") == Verdict::equal);
+  CHECK(verdict("3\\sqrt{13}", "<answer>\\sqrt{117}</answer>") == Verdict::equal);  // a bare gold is read whole
+  CHECK(verdict("4", "<answer>4 cm</answer>") == Verdict::equal);
+  CHECK(verdict("4", "<answer>4 or 5</answer>") == Verdict::not_equal);
+  CHECK(verdict("4", "<answer>4, 5</answer>") == Verdict::not_equal);
+  CHECK(verdict("4", "<answer>April 4, 2023</answer>") == Verdict::not_equal);
+  const gm::Grade hedge = gm::grade("4", "<answer>$4$ or $5$</answer>");
+  CHECK(hedge.verdict == Verdict::not_equal);
+  CHECK(hedge.reason == "hedged: the final answer states 2 different values");
+  const gm::Grade contradicted = gm::grade("4", "\\boxed{4}. No: the final answer is 5.");
+  CHECK(contradicted.verdict == Verdict::not_equal);
+  CHECK(contradicted.source == AnswerSource::final_answer_phrase);
+  CHECK(contradicted.reason == "hedged: another final answer in the completion disagrees with it");
+  CHECK(verdict("4", "\\boxed{4}. Indeed, the final answer is $4$.") == Verdict::equal);  // markers that agree
+  // A gold of several values: the stated values compare as a set, whatever their order or where they are stated.
+  CHECK(verdict("1, 2", "<answer>2 or 1</answer>") == Verdict::equal);
+  CHECK(verdict("1, 2", "so \\boxed{1} and \\boxed{2}") == Verdict::equal);
+  CHECK(verdict("1, 2", "<answer>1 or 3</answer>") == Verdict::not_equal);
+  CHECK(verdict("4", "") == Verdict::not_equal);
+  CHECK(gm::grade("4", "").reason == "no final answer");
+  CHECK(gm::grade("", "4").verdict == Verdict::unknown);
+  CHECK_FALSE(gm::grade("", "4").gold_parsed);
+}
+
+TEST_CASE("grade: a predicted equation answers only when it names the quantity or is true", "[math][final_answer]") {
+  const auto verdict = [](std::string_view gold, std::string_view pred, const gm::VerifyOptions& o = {}) {
+    return gm::grade(gold, pred, o).verdict;
+  };
+  CHECK(verdict("4", "\\boxed{x = 4}") == Verdict::equal);
+  CHECK(verdict("4", "\\boxed{f(2) = 4}") == Verdict::equal);
+  CHECK(verdict("4", "\\boxed{AB = 4}") == Verdict::equal);
+  CHECK(verdict("4", "\\boxed{2 + 2 = 4}") == Verdict::equal);
+  CHECK(verdict("4", "\\boxed{2 + 3 = 4}") == Verdict::not_equal);  // false statement
+  CHECK(verdict("4", "\\boxed{7x = 4}") == Verdict::not_equal);
+  CHECK(verdict("4", "\\boxed{x + y = 4}") == Verdict::not_equal);
+  // Math-Verify's rule, whole_text grading: any equation's right side.
+  CHECK(verdict("4", "\\boxed{7x = 4}", gm::math_verify_defaults()) == Verdict::equal);
+  CHECK(verdict("4", "\\boxed{x + y = 4}", gm::math_verify_defaults()) == Verdict::equal);
+}
+
+TEST_CASE("grade: whole_text grading is Math-Verify's, the explicit raw mode", "[math][final_answer]") {
+  const gm::VerifyOptions raw = gm::math_verify_defaults();
+  CHECK(raw.grading == gm::Grading::whole_text);
+  // The cases: Math-Verify picks the answer anywhere; final-answer grading does not.
+  CHECK(gm::grade("4", "<think>maybe 4</think><answer>5</answer>", raw).verdict == Verdict::equal);
+  CHECK(gm::grade("4", "<think>maybe 4</think><answer>5</answer>").verdict == Verdict::not_equal);
+  CHECK(gm::grade("4", "<think>maybe 5</think><answer>4</answer>").verdict == Verdict::equal);
+  CHECK(gm::grade("4", "x", raw).source == AnswerSource::none);
+  CHECK(gm::grade("4", "x", raw).graded == "x");
+  // harness_options: final_answer unless a Math-Verify harness is named.
+  CHECK(gm::harness_options({}).grading == gm::Grading::final_answer);
+  gm::HarnessSettings named;
+  named.harness = "compare_strings";
+  CHECK(gm::harness_options(named).grading == gm::Grading::whole_text);
+}

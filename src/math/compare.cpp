@@ -727,9 +727,14 @@ struct Comparator {
 
   // An inequality (chain) in one variable as an interval / a relation x = c as a set; nullopt otherwise.
   std::optional<Expr> as_set(const Expr& e) {
-    auto is_var = [](const Expr& x) {
+    auto is_plain_var = [](const Expr& x) {
       return x.kind == ExprKind::symbol || x.kind == ExprKind::text ||
              (x.kind == ExprKind::func && x.text.rfind("undefined:", 0) == 0);
+    };
+    // |v| bounded by constants is solved form too: 1 \le |z| \le 2 is [-2, -1] ∪ [1, 2].
+    auto is_var = [&](const Expr& x) {
+      return is_plain_var(x) || (x.kind == ExprKind::func && x.text == "abs" && x.args.size() == 1 &&
+                                 is_plain_var(x.args[0]));
     };
     auto is_const = [](const Expr& x) {
       std::set<std::string> s;
@@ -740,6 +745,7 @@ struct Comparator {
       std::optional<Expr> lo, hi;
       bool lo_open = true, hi_open = true;
       std::string var;
+      bool absolute = false;  // the variable is |v|
     };
     auto one = [&](const Expr& r, Bound& b) -> bool {
       if (r.kind != ExprKind::relation) return false;
@@ -757,6 +763,7 @@ struct Comparator {
         return false;
       }
       const std::string name = to_string(*var);
+      b.absolute = var->kind == ExprKind::func && var->text == "abs";
       if (!b.var.empty() && b.var != name) return false;
       b.var = name;
       switch (op) {
@@ -792,6 +799,7 @@ struct Comparator {
     } else {
       return std::nullopt;
     }
+    if (b.absolute) return absolute_value_set(b.lo, b.hi, b.lo_open, b.hi_open);
     Expr inf;
     inf.kind = ExprKind::constant;
     inf.text = "oo";
@@ -812,6 +820,54 @@ struct Comparator {
     iv.left_open = b.lo ? b.lo_open : true;
     iv.right_open = b.hi ? b.hi_open : true;
     return iv;
+  }
+
+  // The set of v with lo (<, ≤) |v| (<, ≤) hi for constant bounds (either may be absent): [-hi, hi] when lo ≤ 0
+  // admits 0, else [-hi, -lo] ∪ [lo, hi]; a bound that is not an exact rational gives nullopt.
+  std::optional<Expr> absolute_value_set(const std::optional<Expr>& lo_expr, const std::optional<Expr>& hi_expr,
+                                         bool lo_open, bool hi_open) {
+    std::optional<mpq_class> lo, hi;
+    if (lo_expr && !(lo = exact(*lo_expr, budget))) return std::nullopt;
+    if (hi_expr && !(hi = exact(*hi_expr, budget))) return std::nullopt;
+    Expr inf;
+    inf.kind = ExprKind::constant;
+    inf.text = "oo";
+    const auto negated = [](const Expr& x) {
+      Expr minus_one;
+      minus_one.text = "-1";
+      Expr m;
+      m.kind = ExprKind::mul;
+      m.args = {minus_one, x};
+      return m;
+    };
+    const auto interval = [](Expr a, Expr z, bool a_open, bool z_open) {
+      Expr iv;
+      iv.kind = ExprKind::interval;
+      iv.args = {std::move(a), std::move(z)};
+      iv.left_open = a_open;
+      iv.right_open = z_open;
+      return iv;
+    };
+    Expr empty;
+    empty.kind = ExprKind::set;
+    if (hi && (*hi < 0 || (*hi == 0 && hi_open))) return empty;
+    if (lo && hi && (*lo > *hi || (*lo == *hi && (lo_open || hi_open)))) return empty;
+    const bool zero_inside = !lo || *lo < 0 || (*lo == 0 && !lo_open);
+    if (lo && hi && *lo == *hi) {  // |v| = a
+      Expr pair;
+      pair.kind = ExprKind::set;
+      pair.args = *lo == 0 ? std::vector<Expr>{*lo_expr} : std::vector<Expr>{negated(*lo_expr), *lo_expr};
+      return pair;
+    }
+    if (zero_inside) {
+      if (!hi) return interval(negated(inf), inf, true, true);
+      return interval(negated(*hi_expr), *hi_expr, hi_open, hi_open);
+    }
+    Expr both;
+    both.kind = ExprKind::set_union;
+    both.args = {interval(hi ? negated(*hi_expr) : negated(inf), negated(*lo_expr), hi ? hi_open : true, lo_open),
+                 interval(*lo_expr, hi ? *hi_expr : inf, lo_open, hi ? hi_open : true)};
+    return both;
   }
 
   static std::vector<Expr> elements(const Expr& e) {
@@ -955,7 +1011,9 @@ struct Comparator {
     const Expr* g = &g0;
     const Expr* p = &p0;
     Expr gtmp, ptmp;
-    if (is_equation(*p) && !is_rel(*g)) {
+    // A solved relation against a gold set is the set it describes (|x| = 3 is {-3, 3}), not its right side.
+    const bool solved_as_set = o.solved_relation_as_set && is_setlike(*g) && as_set(*p).has_value();
+    if (is_equation(*p) && !is_rel(*g) && !solved_as_set) {
       if (o.strict_equations && !names_a_quantity(*p) && !true_statement(*p)) return Verdict::not_equal;
       ptmp = rhs(*p);
       p = &ptmp;

@@ -950,7 +950,25 @@ class Parser {
       name += subscript();
       return node(make(ExprKind::symbol, {}, name));
     }
-    if (n == "sum" || n == "prod" || n == "int" || n == "lim" || n == "iint" || n == "oint") return fail();
+    if (n == "sum" || n == "prod") {
+      // \sum_{lower}^{upper} body: an undefined function of its body named by its written limits. No closed form is
+      // computed: two sums compare equal when their limits read alike and their bodies agree, and a sum is never
+      // mistaken for a number in its limits (k = 0).
+      std::string limits = n;
+      for (const char* mark : {"_", "^"}) {
+        if (!accept_punct(mark)) continue;
+        auto raw = raw_group();
+        if (!raw) return fail();
+        limits += mark;
+        for (char c : *raw) {
+          if (c != ' ' && c != '{' && c != '}') limits += c;
+        }
+      }
+      auto body = term(closers);
+      if (!body) return fail();
+      return node(make(ExprKind::func, {std::move(*body)}, "undefined:" + limits));
+    }
+    if (n == "int" || n == "lim" || n == "iint" || n == "oint") return fail();
     // Unknown command: a symbol named after it (latex2sympy does the same for \zzz).
     std::string name = lowered(n) + subscript();
     return node(make(ExprKind::symbol, {}, name));

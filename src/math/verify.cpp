@@ -313,10 +313,19 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
     }
   }
   if (g.expr && (g.expr->kind == ExprKind::set || g.expr->kind == ExprKind::tuple)) {
-    Expr set;
-    set.kind = ExprKind::set;
-    for (Expr& v : values) flatten_into(set, std::move(v));
-    out.verdict = compare(*g.expr, set, o) == Verdict::equal ? Verdict::equal : Verdict::not_equal;
+    // The stated values in the order they are written: a set for a set gold, a tuple for a tuple gold.
+    std::vector<const AnswerMarker*> markers{&final_answer.region};
+    for (const AnswerMarker& other : final_answer.others) markers.push_back(&other);
+    std::sort(markers.begin(), markers.end(), [](const AnswerMarker* a, const AnswerMarker* b) { return a->begin < b->begin; });
+    std::vector<Expr> written;
+    for (const AnswerMarker* m : markers) add_values(*m, o, written);
+    Expr stated_values;
+    stated_values.kind = g.expr->kind;
+    for (Expr& v : written) {
+      if (stated_values.kind == ExprKind::set) flatten_into(stated_values, std::move(v));
+      else stated_values.args.push_back(std::move(v));
+    }
+    out.verdict = compare(*g.expr, stated_values, o) == Verdict::equal ? Verdict::equal : Verdict::not_equal;
     return out;
   }
   out.reason = stated > 1 ? fmt::format("hedged: the final answer states {} different values", stated)

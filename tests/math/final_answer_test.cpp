@@ -65,6 +65,10 @@ TEST_CASE("grade: one value stated, read whole or from its candidates, hedges ar
   CHECK(verdict("1, 2", "<answer>2 or 1</answer>") == Verdict::equal);
   CHECK(verdict("1, 2", "so \\boxed{1} and \\boxed{2}") == Verdict::equal);
   CHECK(verdict("1, 2", "<answer>1 or 3</answer>") == Verdict::not_equal);
+  // An ordered gold: the values in the order they are written.
+  CHECK(verdict("(1, 2)", "\\boxed{1} and \\boxed{2}") == Verdict::equal);
+  CHECK(verdict("(1, 2)", "\\boxed{2} and \\boxed{1}") == Verdict::not_equal);
+  CHECK(verdict("\\{1, 2\\}", "\\boxed{2} and \\boxed{1}") == Verdict::equal);
   CHECK(verdict("4", "") == Verdict::not_equal);
   CHECK(gm::grade("4", "").reason == "no final answer");
   CHECK(gm::grade("", "4").verdict == Verdict::unknown);

@@ -236,15 +236,20 @@ void add_values(const AnswerMarker& m, const VerifyOptions& o, std::vector<Expr>
   if (!added && !delimited && (m.source == AnswerSource::answer_tag || m.source == AnswerSource::gsm8k)) read_whole();
 }
 
+Grade timed_out(Grade out) {
+  out.verdict = Verdict::timeout;
+  return out;
+}
+
 Grade grade_whole_text(std::string_view gold, std::string_view pred, const VerifyOptions& o) {
   Grade out;
   out.graded = std::string(pred);
   const ParsedAnswer g = parse_answer(gold, o.gold, o.limits, o.deadline);
-  if (past(o)) return out.verdict = Verdict::timeout, out;
+  if (past(o)) return timed_out(std::move(out));
   out.gold_parsed = g.expr || !trim(g.fallback).empty();
   if (!out.gold_parsed) return out;
   const ParsedAnswer p = parse_answer(pred, o.pred, o.limits, o.deadline);
-  if (past(o)) return out.verdict = Verdict::timeout, out;
+  if (past(o)) return timed_out(std::move(out));
   out.verdict = verify_parsed(g, p, o);
   return out;
 }
@@ -258,7 +263,7 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
   // A bare gold is read whole; when that finds nothing, as written.
   ParsedAnswer g = parse_answer(wrap_bare_gold(gold), o.gold, o.limits, o.deadline);
   if (!g.expr && trim(g.fallback).empty()) g = parse_answer(gold, o.gold, o.limits, o.deadline);
-  if (past(o)) return out.verdict = Verdict::timeout, out;
+  if (past(o)) return timed_out(std::move(out));
   out.gold_parsed = g.expr || !trim(g.fallback).empty();
   if (!out.gold_parsed) return out;
 
@@ -273,7 +278,7 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
   std::vector<Expr> values;
   add_values(final_answer.region, o, values);
   if (values.empty()) {
-    if (past(o)) return out.verdict = Verdict::timeout, out;
+    if (past(o)) return timed_out(std::move(out));
     // Nothing parses: Math-Verify's string fallback (two equal normalised strings are equal).
     ExtractOptions whole = o.pred;
     whole.answer_tags = false;
@@ -284,7 +289,7 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
   }
   const std::size_t stated = values.size();
   for (const AnswerMarker& other : final_answer.others) add_values(other, o, values);
-  if (past(o)) return out.verdict = Verdict::timeout, out;
+  if (past(o)) return timed_out(std::move(out));
   if (values.size() == 1) {
     if (!g.expr) return out;  // a gold that is only a fallback string, a prediction that parses
     out.verdict = compare(*g.expr, values.front(), o);

@@ -10,12 +10,28 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 
 namespace grpo::train {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The process's peak resident set so far, in GiB (getrusage; Linux reports kilobytes).
+double peak_rss_gib() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0.0;
+  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);
+}
+
+}  // namespace
 
 namespace {
 
@@ -320,10 +336,12 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
       sampling.pad_token_id = prompts_.pad_token_id();
       sampling.seed = sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL);
       Sampler sampler(sampling);
+      const auto sampling_started = std::chrono::steady_clock::now();
       {
         torch::NoGradGuard no_grad;
         chunks.push_back(sampler.generate(model_, prompt_ids(part), group_size));
       }
+      out.generation_seconds += seconds_since(sampling_started);
       auto chunk_batch = completions_of(chunks.back(), part, group_size);
       for (Completion& completion : chunk_batch) completion.group += begin;  // index into this round's problems
       if (scorer_.prefetches()) scorer_.prefetch(chunk_batch);
@@ -331,9 +349,11 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
                          std::make_move_iterator(chunk_batch.end()));
     }
     const Rollout rollout = chunks.size() == 1 ? chunks.front() : concat_rollouts(chunks, prompts_.pad_token_id());
+    const auto scoring_started = std::chrono::steady_clock::now();
     scorer_.wait();
     StepScores scores = scorer_.score(round_batch);
     if (stage.overlong_buffer > 0) add_overlong_penalty(scores, round_batch, stage);
+    out.scoring_seconds += seconds_since(scoring_started);
     lengths.push_back(rollout.completion_lengths().to(torch::kFloat64));
     truncation.push_back(rollout.truncated.to(torch::kFloat64));
     score_parts.push_back(scores.metrics);
@@ -405,7 +425,9 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   out.sampled_lengths = torch::cat(lengths);
   out.sampled_truncated = torch::cat(truncation);
   if (out.train && out.rows() > 0) {
+    const auto greedy_started = std::chrono::steady_clock::now();
     add_greedy_baselines(out);
+    out.generation_seconds += seconds_since(greedy_started);
     add_log_probs(out);
   }
   return out;
@@ -417,11 +439,17 @@ void GrpoTrainer::add_log_probs(StepBatch& batch) {
                          options_.kl_in_reward.enabled() || otb;
   torch::NoGradGuard no_grad;
   if (needs_old) {
+    const auto started = std::chrono::steady_clock::now();
     auto old = policy_.token_log_probs(batch.rollout, /*with_entropy=*/false, /*with_sum_pi_squared=*/otb);
     batch.old_log_probs = old.log_probs;
     batch.sum_pi_squared = old.sum_pi_squared;
+    batch.old_log_prob_seconds = seconds_since(started);
   }
-  if (reference_) batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs;
+  if (reference_) {
+    const auto started = std::chrono::steady_clock::now();
+    batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs;
+    batch.ref_log_prob_seconds = seconds_since(started);
+  }
   if (options_.kl_in_reward.enabled()) {
     KlOptions estimator;
     estimator.estimator = options_.kl_in_reward.estimator;
@@ -584,6 +612,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
     for (std::int64_t begin = 0; begin < rows; begin += micro) {
       const std::int64_t count = std::min(micro, rows - begin);
       const auto part = rollout.rows(begin, count);
+      const auto forward_started = std::chrono::steady_clock::now();
       const auto lp = policy_.token_log_probs(part, /*with_entropy=*/true);
       LossInputs inputs;
       inputs.log_probs = lp.log_probs;
@@ -594,7 +623,10 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       inputs.entropy = lp.entropy;
       if (needs_sampler_log_probs) inputs.sampler_log_probs = rollout.sampler_log_probs.narrow(0, begin, count);
       const auto result = loss(inputs, normaliser);
+      out.forward_seconds += seconds_since(forward_started);
+      const auto backward_started = std::chrono::steady_clock::now();
       result.loss.backward();
+      out.backward_seconds += seconds_since(backward_started);
       parts.push_back(loss_metric_values(result.metrics));
       bonus_entropy += result.metrics.bonus_entropy_sum;
       bonus_tokens += result.metrics.bonus_tokens;
@@ -605,8 +637,10 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       none.entropy_mean = 0.0;
       parts.push_back(loss_metric_values(none));
     }
+    const auto optimizer_started = std::chrono::steady_clock::now();
     all_reduce_gradients(group_, model_->parameters());  // summed: each rank's loss has the global normaliser
     out.grad_norm = clip_and_step(optimizer_, model_->parameters(), options_.max_grad_norm);
+    out.optimizer_seconds += seconds_since(optimizer_started);
     if (entropy_.adaptive()) {  // the window's entropy over every rank's loss tokens
       entropy_.update(group_.all_reduce(bonus_entropy), group_.all_reduce(bonus_tokens));
     }
@@ -676,7 +710,18 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
                  {"context/stage", static_cast<double>(context_.index()), MetricReduction::max, 1.0},
                  {"context/max_new_tokens", static_cast<double>(batch.max_new_tokens), MetricReduction::max, 1.0},
                  {"tokens_per_second", tokens / seconds, MetricReduction::sum, 1.0},
-                 {"step_time", seconds, MetricReduction::max, 1.0}});
+                 {"step_time", seconds, MetricReduction::max, 1.0},
+                 // verl's timing_s/* names (the slowest rank's), the update split into its parts, and peak memory.
+                 {"timing_s/gen", batch.generation_seconds, MetricReduction::max, 1.0},
+                 {"timing_s/reward", batch.scoring_seconds, MetricReduction::max, 1.0},
+                 {"timing_s/old_log_prob", batch.old_log_prob_seconds, MetricReduction::max, 1.0},
+                 {"timing_s/ref", batch.ref_log_prob_seconds, MetricReduction::max, 1.0},
+                 {"timing_s/update_actor", update.forward_seconds + update.backward_seconds + update.optimizer_seconds,
+                  MetricReduction::max, 1.0},
+                 {"timing_s/update_actor/forward", update.forward_seconds, MetricReduction::max, 1.0},
+                 {"timing_s/update_actor/backward", update.backward_seconds, MetricReduction::max, 1.0},
+                 {"timing_s/update_actor/optimizer", update.optimizer_seconds, MetricReduction::max, 1.0},
+                 {"perf/peak_rss_gb", peak_rss_gib(), MetricReduction::max, 1.0}});
   for (const auto& [name, value] : batch.sampling_metrics) values.push_back({name, value, MetricReduction::max, 1.0});
   for (const auto& [name, value] : prompts_.metrics(batch.step)) values.push_back({name, value, MetricReduction::max, 1.0});
 

@@ -78,6 +78,8 @@ void ProgressLog::on_step_end(const GrpoTrainer& trainer, const StepReport& repo
                              {"entropy", logged.count("entropy") ? logged.at("entropy") : 0.0},
                              {"len", logged.at("completions/mean_length")}});
   if (logged.count("dynamic_sampling/rounds")) shown.emplace_back("rounds", logged.at("dynamic_sampling/rounds"));
+  shown.insert(shown.end(), {{"gen_s", logged.at("timing_s/gen")}, {"update_s", logged.at("timing_s/update_actor")},
+                             {"rss_gb", logged.at("perf/peak_rss_gb")}});
   if (trainer.kl_controller().options().type == KlControl::adaptive) shown.emplace_back("beta", logged.at("kl_coef"));
   fmt::print("{}{}\n", format_progress_line(step - first_step_ + 1, total_steps_ - first_step_ + 1, elapsed, shown),
              report.trained ? "" : " | step skipped: too few groups with reward spread");

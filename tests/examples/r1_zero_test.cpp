@@ -65,7 +65,8 @@ StepMetrics deterministic(StepMetrics metrics) {
   std::erase_if(metrics, [](const auto& entry) {
     const std::string& name = entry.first;
     return name == "wall_time" || name == "step_time" || name == "tokens_per_second" ||
-           name.find("seconds") != std::string::npos || name.rfind("eval/", 0) == 0;
+           name.find("seconds") != std::string::npos || name.rfind("eval/", 0) == 0 || name.starts_with("timing_s/") ||
+           name.starts_with("perf/");
   });
   return metrics;
 }

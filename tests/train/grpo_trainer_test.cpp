@@ -31,7 +31,8 @@ fs::path scratch(const std::string& name) {
 std::map<std::string, double> deterministic(const train::Scalars& scalars) {
   std::map<std::string, double> out(scalars.begin(), scalars.end());
   std::erase_if(out, [](const auto& e) {
-    return e.first == "step_time" || e.first == "tokens_per_second" || e.first.find("seconds") != std::string::npos;
+    return e.first == "step_time" || e.first == "tokens_per_second" || e.first.find("seconds") != std::string::npos ||
+           e.first.starts_with("timing_s/") || e.first.starts_with("perf/");
   });
   return out;
 }
@@ -152,6 +153,29 @@ TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train,
     CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
   }
   CHECK(same_parameters(resumed.model, straight.model));
+}
+
+TEST_CASE("GrpoTrainer: each phase's time and the peak memory are in the step's metrics, inside the step's time",
+          "[train][trainer]") {
+  register_reinforce("test_reinforce");
+  CopyRun run;
+  const auto report = run.trainer->step(1);
+  const auto& m = report.by_name;
+  for (const char* phase : {"timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/ref",
+                            "timing_s/update_actor/forward", "timing_s/update_actor/backward",
+                            "timing_s/update_actor/optimizer"}) {
+    INFO(phase);
+    CHECK(m.at(phase) > 0.0);  // this run samples, scores, has μ = 2 (old log-probs) and a reference
+  }
+  CHECK(m.at("timing_s/update_actor") == Approx(m.at("timing_s/update_actor/forward") +
+                                                m.at("timing_s/update_actor/backward") +
+                                                m.at("timing_s/update_actor/optimizer")));
+  const double phases = m.at("timing_s/gen") + m.at("timing_s/reward") + m.at("timing_s/old_log_prob") +
+                        m.at("timing_s/ref") + m.at("timing_s/update_actor");
+  CHECK(phases <= m.at("step_time"));
+  // getrusage's peak: more than the model's weights, less than the machine.
+  CHECK(m.at("perf/peak_rss_gb") > 0.01);
+  CHECK(m.at("perf/peak_rss_gb") < 1024.0);
 }
 
 TEST_CASE("GrpoTrainer: adaptive entropy control moves the coefficient per optimizer step and resumes bit-exactly",

@@ -181,6 +181,9 @@ struct StepBatch {
   torch::Tensor reward_kl;
   /// ReMax: [rows] float64, the total reward of the greedy completion of each row's prompt (NaN: nothing judged it).
   torch::Tensor greedy_baselines;
+  /// Wall-clock seconds of this rank's phases: sampling (every round, and ReMax's greedy completions), the scoring
+  /// that did not overlap it, and the old-policy and reference log-prob passes.
+  double generation_seconds = 0.0, scoring_seconds = 0.0, old_log_prob_seconds = 0.0, ref_log_prob_seconds = 0.0;
 
   std::int64_t rows() const { return static_cast<std::int64_t>(completions.size()); }
 };
@@ -192,6 +195,9 @@ struct UpdateResult {
   double beta = 0.0;  ///< the KL coefficient the loss used
   double entropy_coef = 0.0;  ///< the entropy-bonus coefficient after this step's update(s) (TRL logs it)
   double difficulty_masked_groups = 0.0;  ///< groups the difficulty mask took out of the loss (this rank's)
+  /// Wall-clock seconds of this rank's update, over every pass: the loss forwards (log-probs and loss), the backward
+  /// passes, and the gradient all-reduce with clipping and the optimizer step.
+  double forward_seconds = 0.0, backward_seconds = 0.0, optimizer_seconds = 0.0;
 };
 
 /// Sets `name` as the run's advantage estimator: a token-level one (reinforce_pp, remax, optimal_token_baseline and

@@ -107,7 +107,7 @@ std::optional<double> difficulty_of(const rewards::Row& row, bool strict) {
   if (value == nullptr) return std::nullopt;
   if (const auto* number = std::get_if<double>(value)) return *number;
   if (const auto* text = std::get_if<std::string>(value)) {
-    const std::string_view digits = trim_line(*text);
+    const std::string_view digits = trim_ascii_space(*text);
     if (digits.empty()) return std::nullopt;
     double parsed = 0.0;
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), parsed);
@@ -124,7 +124,7 @@ std::optional<double> difficulty_of(const rewards::Row& row, bool strict) {
 // set "{1, 2}", so the JSON type is read from the source row, and only when the text could be an object.
 void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
   const auto* text = std::get_if<std::string>(row.find("ground_truth"));
-  if (text == nullptr || !trim_line(*text).starts_with('{')) return;
+  if (text == nullptr || !trim_ascii_space(*text).starts_with('{')) return;
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   simdjson::dom::element truth;
@@ -138,7 +138,7 @@ void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
   }
   std::string answer;
   if (std::string_view string; !final_answer.get_string().get(string)) {
-    answer = std::string(trim_line(string));
+    answer = std::string(trim_ascii_space(string));
   } else if (double number = 0.0; final_answer.is_number() && !final_answer.get_double().get(number)) {
     answer = fmt::format("{}", number);  // the shortest text, as Row::text writes numbers
   } else {
@@ -168,7 +168,7 @@ void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
 std::optional<std::vector<std::string>> string_list(const rewards::FieldValue& value) {
   if (const auto* list = std::get_if<std::vector<std::string>>(&value)) return *list;
   const auto* text = std::get_if<std::string>(&value);
-  if (text == nullptr || !trim_line(*text).starts_with('[')) return std::nullopt;
+  if (text == nullptr || !trim_ascii_space(*text).starts_with('[')) return std::nullopt;
   simdjson::dom::parser parser;
   simdjson::dom::array array;
   if (parser.parse(simdjson::padded_string(*text)).get_array().get(array)) return std::nullopt;
@@ -242,7 +242,7 @@ std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
     case DomainKind::math: {
       if (!row.contains("ground_truth")) row_error("field 'ground_truth' is missing (math rows need a gold answer)");
       std::string truth = optional_truth();
-      if (trim_line(truth).empty()) row_error("field 'ground_truth' is empty");
+      if (trim_ascii_space(truth).empty()) row_error("field 'ground_truth' is empty");
       return truth;
     }
     case DomainKind::code:
@@ -263,14 +263,14 @@ std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
                     "'evaluation_criteria'; this row has neither");
         }
         std::string truth = optional_truth();
-        if (trim_line(truth).empty()) row_error("field 'ground_truth' is empty (and there is no 'evaluation_criteria')");
+        if (trim_ascii_space(truth).empty()) row_error("field 'ground_truth' is empty (and there is no 'evaluation_criteria')");
         return truth;
       }
       std::optional<std::vector<std::string>> list = string_list(*criteria);
       if (!list) row_error("field 'evaluation_criteria' should be a list of strings (or a JSON string holding one)");
       if (list->empty()) row_error("field 'evaluation_criteria' is an empty list");
       for (std::size_t i = 0; i < list->size(); ++i) {
-        if (trim_line((*list)[i]).empty()) row_error(fmt::format("field 'evaluation_criteria': item {} is empty", i));
+        if (trim_ascii_space((*list)[i]).empty()) row_error(fmt::format("field 'evaluation_criteria': item {} is empty", i));
       }
       row.set("evaluation_criteria", std::move(*list));  // the judge joins a list; it would quote raw JSON text
       return optional_truth();
@@ -294,7 +294,7 @@ void read_roll(Example& example, rewards::Row& row, std::string_view json_object
       example.prompt = parse_chat(required_text(row, "messages"), "messages");
     } else {  // ROLL's data_args.prompt: the text is the prompt as it is
       std::string prompt = required_text(row, "prompt");
-      if (trim_line(prompt).empty()) row_error("field 'prompt' is empty");
+      if (trim_ascii_space(prompt).empty()) row_error("field 'prompt' is empty");
       example.prompt = {{"user", prompt, std::nullopt}};
       example.raw_prompt = std::move(prompt);
     }
@@ -529,7 +529,7 @@ std::optional<std::string> gsm8k_final_answer(std::string_view answer) {
   const std::size_t marker = answer.rfind("####");
   if (marker == std::string_view::npos) return std::nullopt;
   std::string out;
-  for (char c : trim_line(answer.substr(marker + 4))) {
+  for (char c : trim_ascii_space(answer.substr(marker + 4))) {
     if (c != ',') out.push_back(c);
   }
   if (out.empty()) return std::nullopt;

@@ -2,6 +2,7 @@
 // Extraction and normalisation scanners. Every pass is linear (or linear per candidate) in the input; none uses
 // regular expressions. Patterns and priorities follow Math-Verify's parser.py (see docs/math_verifier.md). One file over
 // 700 lines: the scanners call each other in Math-Verify's priority order and share its private helpers.
+#include "grpo/core/ascii_space.hpp"
 #include "grpo/math/extract.hpp"
 
 #include <algorithm>
@@ -13,7 +14,6 @@ namespace {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
 bool starts_with_ci(std::string_view s, std::size_t pos, std::string_view word) {
@@ -24,11 +24,6 @@ bool starts_with_ci(std::string_view s, std::size_t pos, std::string_view word) 
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   if (from.empty() || s.find(from) == std::string::npos) return;
@@ -169,7 +164,7 @@ void replace_text_words(std::string& s, std::string_view replacement) {
     if (s.compare(i, 6, "\\text{") == 0) {
       const std::size_t close = match_brace(s, i + 5);
       const std::size_t end = close == std::string::npos ? s.size() : close;
-      const std::string_view inner = trim(std::string_view(s).substr(i + 6, end > i + 6 ? end - i - 7 : 0));
+      const std::string_view inner = trim_ascii_space(std::string_view(s).substr(i + 6, end > i + 6 ? end - i - 7 : 0));
       if (inner == "and" || inner == "or" || inner == "and also") {
         out += replacement;
         i = end;
@@ -239,7 +234,7 @@ bool strip_unit_word(std::string& s) {
 
 void strip_units(std::string& s) {
   // A trailing \text{...} or \mbox{...} (optionally ^2) is a unit when something precedes it.
-  std::string t(trim(s));
+  std::string t(trim_ascii_space(s));
   for (std::string_view cmd : {"\\text{", "\\mbox{"}) {
     const auto pos = t.rfind(cmd);
     if (pos == std::string::npos || pos == 0) continue;
@@ -252,8 +247,8 @@ void strip_units(std::string& s) {
       if (after < t.size() && t[after] == '{') after = std::min(match_brace(t, after), t.size());
       else if (after < t.size() && is_digit(t[after])) ++after;
     }
-    if (trim(std::string_view(t).substr(after)).empty()) {
-      const std::string_view head = trim(std::string_view(t).substr(0, pos));
+    if (trim_ascii_space(std::string_view(t).substr(after)).empty()) {
+      const std::string_view head = trim_ascii_space(std::string_view(t).substr(0, pos));
       if (!head.empty() && head.back() != '{' && head.back() != '(' && head.back() != '=') t = std::string(head);
     }
   }
@@ -376,7 +371,7 @@ std::string normalize_latex(std::string_view latex, const NormalizationOptions& 
     words_to_commas(s);
   }
   if (o.units) strip_units(s);
-  std::string t(trim(s));
+  std::string t(trim_ascii_space(s));
   while (!t.empty() && (t.back() == '.' || t.back() == ' ') && !(t.size() >= 2 && t[t.size() - 2] == '\\')) t.pop_back();
   if (o.nits && t.size() > 1 && t[0] == '.' && is_digit(t[1])) {
     std::string z(1, '0');
@@ -437,7 +432,7 @@ std::optional<Span> env_at(CloserIndex& index, std::size_t pos) {
   const std::string_view s = index.s;
   if (pos >= s.size()) return std::nullopt;
   auto finish = [&](std::size_t cs, std::size_t ce, std::size_t end) -> std::optional<Span> {
-    if (ce <= cs || trim(s.substr(cs, ce - cs)).empty()) return std::nullopt;
+    if (ce <= cs || trim_ascii_space(s.substr(cs, ce - cs)).empty()) return std::nullopt;
     Span sp{pos, end, {std::string(s.substr(cs, ce - cs))}, false};
     sp.end = percent_suffix(s, end, sp.percent);
     return sp;
@@ -523,7 +518,7 @@ std::optional<Span> env_chain_at(CloserIndex& index, std::size_t pos) {
 bool number_boundary_before(std::string_view s, std::size_t pos) {
   if (pos == 0) return true;
   const char c = s[pos - 1];
-  return is_space(c) || c == '=' || c == '*' || c == '(' || c == ':';
+  return is_ascii_space(c) || c == '=' || c == '*' || c == '(' || c == ':';
 }
 
 // Plain-text number or expression at pos (Math-Verify ExprExtractionConfig); a currency sign may come first.
@@ -591,7 +586,7 @@ std::optional<Span> expr_at(std::string_view s, std::size_t pos) {
   sp.start = pos;
   if (has_op && paren == 0 && e > num_end) {
     // An expression must be followed by a terminator (".", ",", ":", space, ")", "$" or end).
-    const bool term_ok = e == s.size() || s[e] == '.' || s[e] == ',' || s[e] == ':' || is_space(s[e]) ||
+    const bool term_ok = e == s.size() || s[e] == '.' || s[e] == ',' || s[e] == ':' || is_ascii_space(s[e]) ||
                          s[e] == ')' || s[e] == '$';
     // and must not contain letters only as a word (2x is fine; "2and" is not an expression)
     if (term_ok) {
@@ -623,7 +618,7 @@ std::optional<Span> choice_at(std::string_view s, std::size_t pos, const std::ve
   for (const auto& c : choices) {
     if (c.empty() || s.compare(pos, c.size(), c) != 0) continue;
     const std::size_t e = pos + c.size();
-    if (e == s.size() || s[e] == '.' || s[e] == ',' || s[e] == ':' || s[e] == ')' || is_space(s[e])) {
+    if (e == s.size() || s[e] == '.' || s[e] == ',' || s[e] == ':' || s[e] == ')' || is_ascii_space(s[e])) {
       return Span{pos, e, {c}, false};
     }
   }
@@ -778,11 +773,11 @@ std::vector<AnswerCandidate> extract_candidates(std::string_view text, const Ext
     anchored(s, false, at, matches);
     for (std::size_t k = first; k < matches.size(); ++k) matches[k].choice = true;
     std::size_t k = 0;
-    while (k < s.size() && (is_space(s[k]) || s[k] == '(')) ++k;
+    while (k < s.size() && (is_ascii_space(s[k]) || s[k] == '(')) ++k;
     if (auto sp = at(s, k)) matches.push_back({250, sp->start, sp->end, false, sp->parts, BoxedMode::none, false, true});
     if (o.choices_without_anchor) {
       for (std::size_t q = 1; q < s.size(); ++q) {
-        if (!is_space(s[q - 1])) continue;
+        if (!is_ascii_space(s[q - 1])) continue;
         if (auto sp2 = at(s, q)) matches.push_back({300, sp2->start, sp2->end, false, sp2->parts, BoxedMode::none, false, true});
       }
     }
@@ -794,7 +789,7 @@ std::vector<AnswerCandidate> extract_candidates(std::string_view text, const Ext
       while (k < s.size() && s[k] == ' ') ++k;
       std::size_t e = k;
       while (e < s.size() && s[e] != '\n') ++e;
-      const std::string_view ans = trim(s.substr(k, e - k));
+      const std::string_view ans = trim_ascii_space(s.substr(k, e - k));
       if (!ans.empty()) matches.push_back({0, h, e, false, {std::string(ans)}, BoxedMode::none});
     }
   }
@@ -816,18 +811,18 @@ std::vector<AnswerCandidate> extract_candidates(std::string_view text, const Ext
         if (n.boxed != BoxedMode::none) n.boxed = m.boxed == BoxedMode::last ? BoxedMode::last : n.boxed;
         c.parts.push_back(normalize_latex(p, n));
       } else {
-        c.parts.push_back(std::string(trim(p)));
+        c.parts.push_back(std::string(trim_ascii_space(p)));
       }
     }
     if (m.percent && !c.parts.empty()) c.parts.back() += m.latex ? "\\%" : "%";
     out.push_back(std::move(c));
   }
-  if (out.empty() && in_answer_span && !trim(s).empty()) {
+  if (out.empty() && in_answer_span && !trim_ascii_space(s).empty()) {
     // The span holds the answer itself ("<answer> 7 </answer>", "<answer>\\frac12</answer>"), with no $…$ or
     // \\boxed{} for the LaTeX patterns to find: read it whole, as a bare gold answer is read (wrap_bare_gold).
     ExtractOptions whole = o;
     whole.answer_tags = false;
-    return extract_candidates("\\boxed{" + std::string(trim(s)) + "}", whole);
+    return extract_candidates("\\boxed{" + std::string(trim_ascii_space(s)) + "}", whole);
   }
   return out;
 }

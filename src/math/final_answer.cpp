@@ -2,6 +2,7 @@
 // find_final_answer: the region of a completion that is graded (see final_answer.hpp).
 #include "grpo/math/final_answer.hpp"
 
+#include "grpo/core/ascii_space.hpp"
 #include "grpo/math/extract.hpp"
 
 #include <algorithm>
@@ -10,13 +11,7 @@
 namespace grpo::math {
 namespace {
 
-bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 bool equals_ci(std::string_view s, std::size_t at, std::string_view word) {
   if (at + word.size() > s.size()) return false;
@@ -65,7 +60,7 @@ std::size_t sentence_end(std::string_view s, std::size_t from) {
 std::vector<AnswerMarker> markers_in(std::string_view s, std::size_t offset) {
   std::vector<AnswerMarker> out;
   for (BoxedSpan& box : boxed_spans(s)) {
-    out.push_back({AnswerSource::boxed, offset + box.begin, offset + box.end, std::string(trim(box.content))});
+    out.push_back({AnswerSource::boxed, offset + box.begin, offset + box.end, std::string(trim_ascii_space(box.content))});
   }
   for (const std::size_t at : words_at(s, "final")) {
     std::size_t k = at + 5;
@@ -77,12 +72,12 @@ std::vector<AnswerMarker> markers_in(std::string_view s, std::size_t offset) {
       return m.source == AnswerSource::boxed && m.begin >= offset + at && m.end <= offset + end;
     });
     if (boxed != out.end()) continue;
-    out.push_back({AnswerSource::final_answer_phrase, offset + at, offset + end, std::string(trim(s.substr(at, end - at)))});
+    out.push_back({AnswerSource::final_answer_phrase, offset + at, offset + end, std::string(trim_ascii_space(s.substr(at, end - at)))});
   }
   for (std::size_t at = s.find("####"); at != std::string_view::npos; at = s.find("####", at + 4)) {
     std::size_t end = s.find('\n', at);
     if (end == std::string_view::npos) end = s.size();
-    const std::string_view text = trim(s.substr(at + 4, end - at - 4));
+    const std::string_view text = trim_ascii_space(s.substr(at + 4, end - at - 4));
     if (!text.empty()) out.push_back({AnswerSource::gsm8k, offset + at, offset + end, std::string(text)});
     at = end > at + 4 ? end - 4 : at;
   }
@@ -113,7 +108,7 @@ FinalAnswer find_final_answer(std::string_view completion, const FinalAnswerOpti
       const auto close = s.find("</answer>", open);
       const std::size_t end = close == std::string_view::npos ? s.size() : close;
       out.region = {AnswerSource::answer_tag, offset + open, offset + (close == std::string_view::npos ? end : end + 9),
-                    std::string(trim(s.substr(open + 8, end - open - 8)))};
+                    std::string(trim_ascii_space(s.substr(open + 8, end - open - 8)))};
       // Markers outside the span (before or after it) must agree with it; text inside is the answer itself.
       for (AnswerMarker& m : markers_in(s, offset)) {
         if (m.end <= out.region.begin || m.begin >= out.region.end) out.others.push_back(std::move(m));
@@ -131,10 +126,10 @@ FinalAnswer find_final_answer(std::string_view completion, const FinalAnswerOpti
     return out;
   }
   // The last non-empty line, from its last "answer" word.
-  std::string_view rest = trim(s);
+  std::string_view rest = trim_ascii_space(s);
   if (rest.empty()) return out;
   const std::size_t line_start = rest.rfind('\n') == std::string_view::npos ? 0 : rest.rfind('\n') + 1;
-  std::string_view line = trim(rest.substr(line_start));
+  std::string_view line = trim_ascii_space(rest.substr(line_start));
   const std::vector<std::size_t> answers = words_at(line, "answer");
   if (!answers.empty()) line = line.substr(answers.back());
   const std::size_t begin = static_cast<std::size_t>(line.data() - completion.data());

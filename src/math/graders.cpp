@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "grpo/core/ascii_space.hpp"
 #include "grpo/math/graders.hpp"
 
 #include <algorithm>
@@ -80,11 +81,6 @@ std::string fix_a_slash_b(const std::string& s) {
   return "\\frac{" + a + "}{" + b + "}";
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 }  // namespace
 
@@ -122,7 +118,7 @@ Verdict hendrycks_is_equiv(std::string_view gold, std::string_view pred) {
 
 Verdict nemo_skills_math_equal(std::string_view gold, std::string_view pred, const VerifyOptions& options) {
   auto strip = [](std::string_view s) {
-    std::string t(trim(s));
+    std::string t(trim_ascii_space(s));
     if (t.size() >= 2 && t.compare(t.size() - 2, 2, "\\%") == 0) t.resize(t.size() - 2);
     else if (!t.empty() && t.back() == '%') t.pop_back();
     while (!t.empty() && (t.back() == '.' || t.back() == '\\')) t.pop_back();

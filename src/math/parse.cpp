@@ -2,6 +2,7 @@
 // Recursive-descent LaTeX parser for answers: a hand-written lexer (no regex) feeding a precedence-climbing
 // parser. Grammar and conventions are described in include/grpo/math/expr.hpp and docs/math_verifier.md. One file
 // over 700 lines: the grammar's productions are mutually recursive members of one parser.
+#include "grpo/core/ascii_space.hpp"
 #include "grpo/math/expr.hpp"
 
 #include <algorithm>
@@ -1068,16 +1069,11 @@ std::optional<std::string> thousands_number(std::string_view s) {
   return digits;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 }  // namespace
 
 std::optional<Expr> parse_latex(std::string_view latex, const ParseOptions& limits) {
-  latex = trim(latex);
+  latex = trim_ascii_space(latex);
   if (latex.empty() || latex.size() > limits.max_length) return std::nullopt;
   if (auto t = thousands_number(latex)) {
     std::string digits;
@@ -1112,7 +1108,7 @@ std::optional<Expr> parse_latex(std::string_view latex, const ParseOptions& limi
 }
 
 std::optional<Expr> parse_plain(std::string_view text, const ParseOptions& limits) {
-  text = trim(text);
+  text = trim_ascii_space(text);
   if (text.empty() || text.size() > limits.max_length) return std::nullopt;
   // Plain numbers with separators: "1,000.99", "1 000", "1000,99" (a decimal comma), "2,74".
   std::string s;

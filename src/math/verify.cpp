@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "grpo/core/ascii_space.hpp"
 #include "grpo/core/error.hpp"
 #include "grpo/math/verify.hpp"
 
@@ -71,11 +72,6 @@ void validate(const VerifyOptions& o) {
   validate(o.pred, "pred");
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 }  // namespace
 
@@ -111,8 +107,8 @@ ParsedAnswer parse_answer(std::string_view text, const ExtractOptions& eo, const
 
 Verdict verify_parsed(const ParsedAnswer& g, const ParsedAnswer& p, const VerifyOptions& o) {
   validate(o);
-  if (!g.expr && trim(g.fallback).empty()) return Verdict::unknown;
-  if (!trim(g.fallback).empty() && trim(g.fallback) == trim(p.fallback)) return Verdict::equal;
+  if (!g.expr && trim_ascii_space(g.fallback).empty()) return Verdict::unknown;
+  if (!trim_ascii_space(g.fallback).empty() && trim_ascii_space(g.fallback) == trim_ascii_space(p.fallback)) return Verdict::equal;
   if (!g.expr || !p.expr) return Verdict::not_equal;
   return compare(*g.expr, *p.expr, o);
 }
@@ -186,7 +182,7 @@ std::vector<std::string> split_connectives(std::string_view s) {
     }
   }
   parts.emplace_back(s.substr(start));
-  std::erase_if(parts, [](const std::string& p) { return trim(p).empty(); });
+  std::erase_if(parts, [](const std::string& p) { return trim_ascii_space(p).empty(); });
   return parts;
 }
 
@@ -197,7 +193,7 @@ std::vector<std::string> split_connectives(std::string_view s) {
 // no candidate is then read whole.
 void add_values(const AnswerMarker& m, const VerifyOptions& o, std::vector<Expr>& values) {
   if (const std::vector<std::string> parts = split_connectives(m.text); parts.size() > 1) {
-    for (const std::string& part : parts) add_values({m.source, m.begin, m.end, std::string(trim(part))}, o, values);
+    for (const std::string& part : parts) add_values({m.source, m.begin, m.end, std::string(trim_ascii_space(part))}, o, values);
     return;
   }
   bool added = false;
@@ -246,7 +242,7 @@ Grade grade_whole_text(std::string_view gold, std::string_view pred, const Verif
   out.graded = std::string(pred);
   const ParsedAnswer g = parse_answer(gold, o.gold, o.limits, o.deadline);
   if (past(o)) return timed_out(std::move(out));
-  out.gold_parsed = g.expr || !trim(g.fallback).empty();
+  out.gold_parsed = g.expr || !trim_ascii_space(g.fallback).empty();
   if (!out.gold_parsed) return out;
   const ParsedAnswer p = parse_answer(pred, o.pred, o.limits, o.deadline);
   if (past(o)) return timed_out(std::move(out));
@@ -262,9 +258,9 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
   Grade out;
   // A bare gold is read whole; when that finds nothing, as written.
   ParsedAnswer g = parse_answer(wrap_bare_gold(gold), o.gold, o.limits, o.deadline);
-  if (!g.expr && trim(g.fallback).empty()) g = parse_answer(gold, o.gold, o.limits, o.deadline);
+  if (!g.expr && trim_ascii_space(g.fallback).empty()) g = parse_answer(gold, o.gold, o.limits, o.deadline);
   if (past(o)) return timed_out(std::move(out));
-  out.gold_parsed = g.expr || !trim(g.fallback).empty();
+  out.gold_parsed = g.expr || !trim_ascii_space(g.fallback).empty();
   if (!out.gold_parsed) return out;
 
   const FinalAnswer final_answer = find_final_answer(pred, o.final_answer);
@@ -283,7 +279,7 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
     ExtractOptions whole = o.pred;
     whole.answer_tags = false;
     const ParsedAnswer p = parse_answer("\\boxed{" + final_answer.region.text + "}", whole, o.limits, o.deadline);
-    if (!trim(g.fallback).empty() && trim(g.fallback) == trim(p.fallback)) out.verdict = Verdict::equal;
+    if (!trim_ascii_space(g.fallback).empty() && trim_ascii_space(g.fallback) == trim_ascii_space(p.fallback)) out.verdict = Verdict::equal;
     else out.reason = "the final answer does not parse";
     return out;
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The code_tests reward (see code_tests_reward.hpp): code extraction, test parsing, output comparison, and the Python
 // harnesses that run inside the sandbox.
+#include <grpo/core/ascii_space.hpp>
 #include <grpo/core/json_quote.hpp>
 #include <grpo/rewards/code_tests_reward.hpp>
 
@@ -16,13 +17,7 @@
 namespace grpo::rewards {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -52,9 +47,9 @@ std::vector<std::string_view> tokens(std::string_view text) {
   std::vector<std::string_view> out;
   std::size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && is_space(text[i])) ++i;
+    while (i < text.size() && is_ascii_space(text[i])) ++i;
     const std::size_t start = i;
-    while (i < text.size() && !is_space(text[i])) ++i;
+    while (i < text.size() && !is_ascii_space(text[i])) ++i;
     if (i > start) out.push_back(text.substr(start, i - start));
   }
   return out;
@@ -302,12 +297,12 @@ std::optional<CodeBlock> extract_code_block(std::string_view text, const std::ve
     std::size_t length = 0;
     while (length < line.size() && line[length] == fence) ++length;
     if (length < 3) continue;
-    const std::string_view info_text = trim(line.substr(length));
+    const std::string_view info_text = trim_ascii_space(line.substr(length));
     CodeBlock block{"", lower(info_text.substr(0, std::min(info_text.find_first_of(" \t{"), info_text.size())))};
     std::size_t j = i + 1;
     for (; j < lines.size(); ++j) {
       std::string_view body = lines[j];
-      std::string_view closing = trim(body);
+      std::string_view closing = trim_ascii_space(body);
       if (closing.size() >= length && closing.find_first_not_of(fence) == std::string_view::npos) break;
       block.code.append(body);
       block.code.push_back('\n');
@@ -360,24 +355,24 @@ std::optional<CodeTests> parse_code_tests(const Row& row, const CodeTestsOptions
   bool strings_only = true;
   const FieldValue* field = row.find(options.tests_field);
   if (field == nullptr) return std::nullopt;
-  const std::string case_type = lower(trim(row.text(options.case_type_field).value_or("")));
+  const std::string case_type = lower(trim_ascii_space(row.text(options.case_type_field).value_or("")));
   const bool check_based = case_type == "check_based" || case_type == "check-based";
   if (const auto* text = std::get_if<std::string>(field); check_based && text != nullptr) {
     // ROLL's objects; else HumanEval-style code with the row's test_case_function and entry_point (below).
-    if (auto tests_of_objects = check_based_tests(trim(*text))) return tests_of_objects;
+    if (auto tests_of_objects = check_based_tests(trim_ascii_space(*text))) return tests_of_objects;
   }
   if (const auto* list = std::get_if<std::vector<std::string>>(field)) {
     for (const std::string& code : *list) tests.cases.push_back({code, ""});
   } else if (const auto* text = std::get_if<std::string>(field)) {
-    const std::string_view json = trim(*text);
+    const std::string_view json = trim_ascii_space(*text);
     if (json.empty() || (json.front() != '[' && json.front() != '{')) return std::nullopt;
     tests.cases = parse_cases(json, strings_only);
   }
   if (tests.cases.empty()) return std::nullopt;
 
-  tests.function = std::string(trim(row.text(options.function_field).value_or("")));
+  tests.function = std::string(trim_ascii_space(row.text(options.function_field).value_or("")));
   if (tests.function == "None") tests.function.clear();  // ROLL writes Python's None as text
-  tests.entry_point = std::string(trim(row.text("entry_point").value_or("")));
+  tests.entry_point = std::string(trim_ascii_space(row.text("entry_point").value_or("")));
   if (case_type == "assert" || case_type == "unittest" || case_type == "pytest" || check_based ||
       (case_type.empty() && strings_only)) {
     tests.kind = TestKind::assertion;

@@ -2,6 +2,7 @@
 // Step-wise math credit (see math_steps.hpp): a hand-written linear scanner finds the candidates, the math verifier
 // links them to the reference steps, and a maximum bipartite matching (Kuhn's augmenting paths, edges verified
 // lazily) counts the steps found.
+#include <grpo/core/ascii_space.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/math/verify.hpp>
 #include <grpo/rewards/math_steps.hpp>
@@ -20,31 +21,25 @@ using Clock = std::chrono::steady_clock;
 // How far a closing math delimiter is looked for: a longer span is a run of prose between two stray dollars.
 constexpr std::size_t kMaxSpanBytes = 4096;
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 // Drops surrounding whitespace, trailing punctuation and math delimiters ("$12$." → "12", "\(x\)" → "x").
 std::string_view clean(std::string_view s) {
   for (;;) {
-    const std::string_view before = trim(s);
+    const std::string_view before = trim_ascii_space(s);
     s = before;
     while (!s.empty() && (s.back() == '.' || s.back() == ',' || s.back() == ';' || s.back() == ':' || s.back() == '?')) {
       s.remove_suffix(1);
     }
-    s = trim(s);
+    s = trim_ascii_space(s);
     if (s.ends_with("\\)") || s.ends_with("\\]") || s.ends_with("\\\\")) {
       s.remove_suffix(2);
     } else if (s.ends_with('$') && !s.ends_with("\\$")) {
       s.remove_suffix(1);
     }
-    s = trim(s);
+    s = trim_ascii_space(s);
     if (s.starts_with("\\(") || s.starts_with("\\[")) {
       s.remove_prefix(2);
     } else if (s.starts_with('$')) {
@@ -123,7 +118,7 @@ std::string_view read_rhs(std::string_view text, std::size_t start, bool in_math
       continue;
     }
     if (c == '.' && (j + 1 == text.size() || !is_digit(text[j + 1]))) break;  // a sentence end, not "0.5"
-    if (!in_math && is_space(c)) {
+    if (!in_math && is_ascii_space(c)) {
       // An English word (two or more letters, not a command) ends a right-hand side written in prose.
       std::size_t k = j + 1;
       while (k < text.size() && is_alpha(text[k])) ++k;
@@ -280,9 +275,9 @@ bool has_prose(std::string_view text) {
                                                                   "exp", "max", "min", "gcd", "lcm", "mod", "sqrt"};
   std::size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && is_space(text[i])) ++i;
+    while (i < text.size() && is_ascii_space(text[i])) ++i;
     std::size_t end = i;
-    while (end < text.size() && !is_space(text[end])) ++end;
+    while (end < text.size() && !is_ascii_space(text[end])) ++end;
     std::string_view token = text.substr(i, end - i);
     while (!token.empty() && (token.back() == ',' || token.back() == '.' || token.back() == ';' ||
                               token.back() == ':' || token.back() == '?' || token.back() == '!')) {

@@ -20,10 +20,10 @@ TEST_CASE("for_each_json_line: trimmed non-blank lines with 1-based file:line, C
   CHECK(seen.empty());
 }
 
-TEST_CASE("is_json_array and trim_line", "[io]") {
+TEST_CASE("is_json_array and trim_ascii_space", "[io]") {
   CHECK(grpo::io::is_json_array(" \r\n [{\"a\": 1}]"));
   CHECK_FALSE(grpo::io::is_json_array("{\"a\": [1]}\n"));
   CHECK_FALSE(grpo::io::is_json_array(""));
-  CHECK(grpo::io::trim_line("\t x y \r\n") == "x y");
-  CHECK(grpo::io::trim_line(" \n") == "");
+  CHECK(grpo::trim_ascii_space("\t x y \r\n\v\f") == "x y");
+  CHECK(grpo::trim_ascii_space(" \n") == "");
 }

@@ -3,6 +3,8 @@
 // set and chat-file loaders.
 #pragma once
 
+#include <grpo/core/ascii_space.hpp>
+
 #include <fmt/format.h>
 
 #include <cstddef>
@@ -11,16 +13,8 @@
 
 namespace grpo::io {
 
-/// `s` without leading and trailing spaces, tabs, CRs and LFs.
-inline std::string_view trim_line(std::string_view s) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 /// Whether `text` is a JSON array (its first non-blank character is '['), not JSON lines.
-inline bool is_json_array(std::string_view text) { return trim_line(text).starts_with('['); }
+inline bool is_json_array(std::string_view text) { return trim_ascii_space(text).starts_with('['); }
 
 /// Calls visit(line, where) for every non-blank line of `text` (trimmed, CRLF endings too), in order; `where` is
 /// "<source>:<line number>", 1-based, counting blank lines.
@@ -30,7 +24,7 @@ void for_each_json_line(std::string_view text, std::string_view source, Visit&& 
   while (!text.empty()) {
     ++line_number;
     const std::size_t end = text.find('\n');
-    const std::string_view line = trim_line(text.substr(0, end));
+    const std::string_view line = trim_ascii_space(text.substr(0, end));
     text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
     if (!line.empty()) visit(line, fmt::format("{}:{}", source, line_number));
   }

@@ -15,13 +15,13 @@
 // ones.
 #pragma once
 
+#include <grpo/core/ascii_space.hpp>
 #include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
 
 #include <torch/torch.h>
 
-#include <cctype>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -64,17 +64,10 @@ inline bool is_k1(RolloutStatistic s) {
   return s == RolloutStatistic::token_k1 || s == RolloutStatistic::seq_sum_k1 || s == RolloutStatistic::seq_mean_k1;
 }
 
-/// `text` without leading and trailing spaces.
-inline std::string_view trimmed(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  return text;
-}
-
 /// The positive number `text` (as Python's float() reads it: surrounding spaces, "inf" for no bound) of `option`,
 /// or ConfigError.
 inline double positive_threshold(std::string_view text, std::string_view option) {
-  const std::string number(trimmed(text));
+  const std::string number(trim_ascii_space(text));
   std::size_t used = 0;
   double value = 0.0;
   try {
@@ -94,7 +87,7 @@ inline std::vector<std::string> comma_parts(std::string_view text) {
   while (start <= text.size()) {
     const std::size_t end = std::min(text.find(',', start), text.size());
     std::string_view part = text.substr(start, end - start);
-    part = trimmed(part);
+    part = trim_ascii_space(part);
     if (!part.empty()) out.emplace_back(part);
     start = end + 1;
   }

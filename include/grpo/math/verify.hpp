@@ -122,11 +122,12 @@ ParsedAnswer parse_answer(std::string_view text, const ExtractOptions& extract =
                           std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 Verdict verify_parsed(const ParsedAnswer& gold, const ParsedAnswer& pred, const VerifyOptions& options = {});
 
-// Presets.
-// Math-Verify's own defaults: verify(parse(gold), parse(pred)) with LatexExtractionConfig() + ExprExtractionConfig().
+// Presets of other systems, all whole_text grading (the accuracy reward uses VerifyOptions{}: final_answer).
+// Math-Verify's own defaults: verify(parse(gold), parse(pred)) with LatexExtractionConfig() + ExprExtractionConfig();
+// strict_equations and solved_relation_as_set off (Math-Verify's rules).
 VerifyOptions math_verify_defaults();
-// open-r1 accuracy_reward (the R1-Zero setting): gold parsed with first_match and the default targets; prediction
-// with LaTeX only, boxed first, no unanchored environments, no malformed-operator repair, no nits, first_match.
+// open-r1's accuracy_reward: gold parsed with first_match and the default targets; prediction with LaTeX only, boxed
+// first, no unanchored environments, no malformed-operator repair, no nits, first_match.
 VerifyOptions open_r1_accuracy();
 // Math-Verify's test-suite harness (tests/test_all.py compare_strings): boxed priority 0 on both sides and the
 // given targets.

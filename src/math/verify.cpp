@@ -191,14 +191,21 @@ std::vector<std::string> split_connectives(std::string_view s) {
 // "3\\sqrt{13}", "4, 5"): read whole, as a bare gold is. Otherwise its extraction candidates count: every LaTeX
 // environment and expression ("the answer is 4", "April 4, 2023" holds two); an answer tag or #### line of prose with
 // no candidate is then read whole.
-void add_values(const AnswerMarker& m, const VerifyOptions& o, std::vector<Expr>& values) {
+// Stops once `values` holds more than `limit` (the verdict is then known: more values than the gold has), which
+// keeps a completion of thousands of boxes or alternatives linear.
+void add_values(const AnswerMarker& m, const VerifyOptions& o, std::size_t limit, std::vector<Expr>& values) {
+  if (values.size() > limit) return;
   if (const std::vector<std::string> parts = split_connectives(m.text); parts.size() > 1) {
-    for (const std::string& part : parts) add_values({m.source, m.begin, m.end, std::string(trim_ascii_space(part))}, o, values);
+    for (const std::string& part : parts) {
+      if (values.size() > limit) return;
+      add_values({m.source, m.begin, m.end, std::string(trim_ascii_space(part))}, o, limit, values);
+    }
     return;
   }
   bool added = false;
   const auto add = [&](Expr e) {
     added = true;
+    if (values.size() > limit) return;
     for (const Expr& v : values) {
       if (agree(v, e, o)) return;
     }
@@ -271,8 +278,13 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
     out.reason = "no final answer";
     return out;
   }
+  // A gold of k values is matched by at most k stated values; one more already decides the verdict.
+  const std::size_t limit =
+      g.expr && (g.expr->kind == ExprKind::set || g.expr->kind == ExprKind::tuple || g.expr->kind == ExprKind::set_union)
+          ? g.expr->args.size() + 1
+          : 2;
   std::vector<Expr> values;
-  add_values(final_answer.region, o, values);
+  add_values(final_answer.region, o, limit, values);
   if (values.empty()) {
     if (past(o)) return timed_out(std::move(out));
     // Nothing parses: Math-Verify's string fallback (two equal normalised strings are equal).
@@ -284,7 +296,10 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
     return out;
   }
   const std::size_t stated = values.size();
-  for (const AnswerMarker& other : final_answer.others) add_values(other, o, values);
+  for (const AnswerMarker& other : final_answer.others) {
+    if (values.size() > limit) break;
+    add_values(other, o, limit, values);
+  }
   if (past(o)) return timed_out(std::move(out));
   if (values.size() == 1) {
     if (!g.expr) return out;  // a gold that is only a fallback string, a prediction that parses
@@ -299,7 +314,8 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
            e.kind == ExprKind::set_union;
   };
   const bool gold_set = g.expr && (is_setlike(*g.expr) || is_rel(*g.expr));
-  if (gold_set && std::all_of(values.begin(), values.end(), is_rel)) {
+  const bool conjunction = final_answer.region.text.find("and") != std::string::npos;  // "x > 1 and x < 3" is no union
+  if (gold_set && !conjunction && std::all_of(values.begin(), values.end(), is_rel)) {
     Expr sets;
     sets.kind = ExprKind::set_union;
     for (const Expr& v : values) {
@@ -319,7 +335,7 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
     for (const AnswerMarker& other : final_answer.others) markers.push_back(&other);
     std::sort(markers.begin(), markers.end(), [](const AnswerMarker* a, const AnswerMarker* b) { return a->begin < b->begin; });
     std::vector<Expr> written;
-    for (const AnswerMarker* m : markers) add_values(*m, o, written);
+    for (const AnswerMarker* m : markers) add_values(*m, o, limit, written);
     Expr stated_values;
     stated_values.kind = g.expr->kind;
     for (Expr& v : written) {

@@ -6,6 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <string>
+
 namespace gm = grpo::math;
 using gm::AnswerSource;
 using gm::Verdict;
@@ -105,4 +108,20 @@ TEST_CASE("grade: whole_text grading is Math-Verify's, the explicit raw mode", "
   gm::HarnessSettings named;
   named.harness = "compare_strings";
   CHECK(gm::harness_options(named).grading == gm::Grading::whole_text);
+}
+
+TEST_CASE("grade: thousands of stated answers stay cheap (the verdict is known once the gold is outnumbered)",
+          "[math][final_answer][adversarial]") {
+  std::string boxes, alternatives = "<answer>";
+  for (int k = 0; k < 3000; ++k) {
+    boxes += "\\boxed{" + std::to_string(k) + "} ";
+    alternatives += (k ? " or " : "") + std::to_string(k);
+  }
+  alternatives += "</answer>";
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(gm::grade("4", boxes).verdict == Verdict::not_equal);
+  CHECK(gm::grade("4", alternatives).verdict == Verdict::not_equal);
+  CHECK(gm::grade("1, 2", alternatives).verdict == Verdict::not_equal);
+  // Quadratic in the number of values this took ~10 s; linear it is a fraction of one.
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
 }

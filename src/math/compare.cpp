@@ -57,12 +57,6 @@ struct Ball {
   }
 };
 
-bool is_rel(const Expr& e) { return e.kind == ExprKind::relation || e.kind == ExprKind::logical_and; }
-bool is_setlike(const Expr& e) {
-  return e.kind == ExprKind::set || e.kind == ExprKind::tuple || e.kind == ExprKind::interval ||
-         e.kind == ExprKind::set_union;
-}
-
 bool contains_kind(const Expr& e, ExprKind k) {
   if (e.kind == k) return true;
   return std::any_of(e.args.begin(), e.args.end(), [k](const Expr& a) { return contains_kind(a, k); });
@@ -89,8 +83,6 @@ bool rational_tree(const Expr& e) {
   if (e.kind != ExprKind::add && e.kind != ExprKind::mul && e.kind != ExprKind::pow) return false;
   return std::all_of(e.args.begin(), e.args.end(), rational_tree);
 }
-
-
 
 // Free symbols: symbol names (except e and i, which are constants) and text words.
 void free_symbols(const Expr& e, std::set<std::string>& out) {
@@ -711,7 +703,7 @@ struct Comparator {
     if (!same && !mirrored) return Verdict::not_equal;
     const Expr& pl = mirrored ? p.args[1] : p.args[0];
     const Expr& pr = mirrored ? p.args[0] : p.args[1];
-    const bool structured = is_setlike(g.args[0]) || is_setlike(g.args[1]) || is_setlike(pl) || is_setlike(pr) ||
+    const bool structured = is_set_like(g.args[0]) || is_set_like(g.args[1]) || is_set_like(pl) || is_set_like(pr) ||
                             contains_kind(g, ExprKind::matrix) || contains_kind(p, ExprKind::matrix);
     if (structured || g.rel == Rel::in) {
       const Verdict a = compare(g.args[0], pl), b = compare(g.args[1], pr);
@@ -739,7 +731,7 @@ struct Comparator {
     auto is_const = [](const Expr& x) {
       std::set<std::string> s;
       free_symbols(x, s);
-      return s.empty() && !is_setlike(x) && !is_rel(x);
+      return s.empty() && !is_set_like(x) && !is_relation(x);
     };
     struct Bound {
       std::optional<Expr> lo, hi;
@@ -800,25 +792,36 @@ struct Comparator {
       return std::nullopt;
     }
     if (b.absolute) return absolute_value_set(b.lo, b.hi, b.lo_open, b.hi_open);
-    Expr inf;
-    inf.kind = ExprKind::constant;
-    inf.text = "oo";
     if (b.lo && b.hi && !b.lo_open && !b.hi_open && *b.lo == *b.hi) {
       Expr s;
       s.kind = ExprKind::set;
       s.args = {*b.lo};
       return s;
     }
-    Expr iv;
-    iv.kind = ExprKind::interval;
+    return interval(b.lo ? *b.lo : negated(infinity()), b.hi ? *b.hi : infinity(), b.lo ? b.lo_open : true,
+                    b.hi ? b.hi_open : true);
+  }
+
+  static Expr infinity() {
+    Expr inf;
+    inf.kind = ExprKind::constant;
+    inf.text = "oo";
+    return inf;
+  }
+  static Expr negated(Expr x) {  // -1 · x, as the parser writes -x
     Expr minus_one;
     minus_one.text = "-1";
-    Expr neg_inf;
-    neg_inf.kind = ExprKind::mul;
-    neg_inf.args = {minus_one, inf};
-    iv.args = {b.lo ? *b.lo : neg_inf, b.hi ? *b.hi : inf};
-    iv.left_open = b.lo ? b.lo_open : true;
-    iv.right_open = b.hi ? b.hi_open : true;
+    Expr m;
+    m.kind = ExprKind::mul;
+    m.args = {std::move(minus_one), std::move(x)};
+    return m;
+  }
+  static Expr interval(Expr lo, Expr hi, bool left_open, bool right_open) {
+    Expr iv;
+    iv.kind = ExprKind::interval;
+    iv.args = {std::move(lo), std::move(hi)};
+    iv.left_open = left_open;
+    iv.right_open = right_open;
     return iv;
   }
 
@@ -829,25 +832,7 @@ struct Comparator {
     std::optional<mpq_class> lo, hi;
     if (lo_expr && !(lo = exact(*lo_expr, budget))) return std::nullopt;
     if (hi_expr && !(hi = exact(*hi_expr, budget))) return std::nullopt;
-    Expr inf;
-    inf.kind = ExprKind::constant;
-    inf.text = "oo";
-    const auto negated = [](const Expr& x) {
-      Expr minus_one;
-      minus_one.text = "-1";
-      Expr m;
-      m.kind = ExprKind::mul;
-      m.args = {minus_one, x};
-      return m;
-    };
-    const auto interval = [](Expr a, Expr z, bool a_open, bool z_open) {
-      Expr iv;
-      iv.kind = ExprKind::interval;
-      iv.args = {std::move(a), std::move(z)};
-      iv.left_open = a_open;
-      iv.right_open = z_open;
-      return iv;
-    };
+    const Expr inf = infinity();
     Expr empty;
     empty.kind = ExprKind::set;
     if (hi && (*hi < 0 || (*hi == 0 && hi_open))) return empty;
@@ -990,20 +975,13 @@ struct Comparator {
   static Expr rhs(const Expr& e) { return e.kind == ExprKind::relation ? e.args[1] : e.args.back().args[1]; }
   // An equation (or chain) with no free symbols whose every side is equal: 2 + 2 = 4, 6 \cdot 7 = 42.
   bool true_statement(const Expr& e) {
-    const std::vector<const Expr*> relations = e.kind == ExprKind::relation
-                                                   ? std::vector<const Expr*>{&e}
-                                                   : [&] {
-                                                       std::vector<const Expr*> out;
-                                                       for (const Expr& r : e.args) out.push_back(&r);
-                                                       return out;
-                                                     }();
-    for (const Expr* r : relations) {
+    const auto holds = [&](const Expr& r) {
       std::set<std::string> symbols;
-      free_symbols(*r, symbols);
-      if (!symbols.empty() || r->args.size() != 2) return false;
-      if (compare(r->args[0], r->args[1]) != Verdict::equal) return false;
-    }
-    return true;
+      free_symbols(r, symbols);
+      return symbols.empty() && r.args.size() == 2 && compare(r.args[0], r.args[1]) == Verdict::equal;
+    };
+    if (e.kind == ExprKind::relation) return holds(e);
+    return std::all_of(e.args.begin(), e.args.end(), holds);
   }
 
   Verdict compare(const Expr& g0, const Expr& p0) {
@@ -1012,12 +990,13 @@ struct Comparator {
     const Expr* p = &p0;
     Expr gtmp, ptmp;
     // A solved relation against a gold set is the set it describes (|x| = 3 is {-3, 3}), not its right side.
-    const bool solved_as_set = o.solved_relation_as_set && is_setlike(*g) && as_set(*p).has_value();
-    if (is_equation(*p) && !is_rel(*g) && !solved_as_set) {
+    const std::optional<Expr> solved_set =
+        o.solved_relation_as_set && is_set_like(*g) && is_relation(*p) ? as_set(*p) : std::nullopt;
+    if (is_equation(*p) && !is_relation(*g) && !solved_set) {
       if (o.strict_equations && !names_a_quantity(*p) && !true_statement(*p)) return Verdict::not_equal;
       ptmp = rhs(*p);
       p = &ptmp;
-    } else if (is_assignment(*g) && !is_rel(*p)) {
+    } else if (is_assignment(*g) && !is_relation(*p)) {
       gtmp = rhs(*g);
       g = &gtmp;
     }
@@ -1029,21 +1008,21 @@ struct Comparator {
       ptmp = Expr(p->args[1]);
       p = &ptmp;
     }
-    if (is_rel(*g) && is_setlike(*p)) {
+    if (is_relation(*g) && is_set_like(*p)) {
       if (auto s = as_set(*g)) {
         gtmp = std::move(*s);
         g = &gtmp;
       }
-    } else if (is_setlike(*g) && is_rel(*p) && (o.allow_set_relation_comp || o.solved_relation_as_set)) {
-      if (auto s = as_set(*p)) {
+    } else if (is_set_like(*g) && is_relation(*p) && (o.allow_set_relation_comp || o.solved_relation_as_set)) {
+      if (auto s = solved_set ? solved_set : as_set(*p)) {
         ptmp = std::move(*s);
         p = &ptmp;
       }
     }
     if (*g == *p) return Verdict::equal;
-    if (is_rel(*g) && is_rel(*p)) return relation(*g, *p);
-    if (is_rel(*g) || is_rel(*p)) return Verdict::not_equal;
-    if (is_setlike(*g) || is_setlike(*p)) return sets(*g, *p);
+    if (is_relation(*g) && is_relation(*p)) return relation(*g, *p);
+    if (is_relation(*g) || is_relation(*p)) return Verdict::not_equal;
+    if (is_set_like(*g) || is_set_like(*p)) return sets(*g, *p);
     if (g->kind == ExprKind::matrix && p->kind == ExprKind::matrix) {
       if (g->rows != p->rows || g->cols != p->cols) return Verdict::not_equal;
       return all_pairwise(g->args, p->args);

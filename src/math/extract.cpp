@@ -2,7 +2,7 @@
 // Extraction and normalisation scanners. Every pass is linear (or linear per candidate) in the input; none uses
 // regular expressions. Patterns and priorities follow Math-Verify's parser.py (see docs/math_verifier.md). One file over
 // 700 lines: the scanners call each other in Math-Verify's priority order and share its private helpers.
-#include "grpo/core/ascii_space.hpp"
+#include "grpo/core/ascii_text.hpp"
 #include "grpo/math/extract.hpp"
 
 #include <algorithm>
@@ -14,16 +14,6 @@ namespace {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool starts_with_ci(std::string_view s, std::size_t pos, std::string_view word) {
-  if (pos + word.size() > s.size()) return false;
-  for (std::size_t k = 0; k < word.size(); ++k) {
-    if (lower(s[pos + k]) != word[k]) return false;
-  }
-  return true;
-}
-
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   if (from.empty() || s.find(from) == std::string::npos) return;
@@ -206,7 +196,7 @@ bool strip_unit_word(std::string& s) {
   const char before = s[start - 1];
   if (!(is_digit(before) || before == '}' || before == ' ')) return false;
   std::string word;
-  for (std::size_t k = start; k < end; ++k) word += lower(s[k]);
+  for (std::size_t k = start; k < end; ++k) word += ascii_lower(s[k]);
   auto matches = [&](std::string_view w) {
     if (word == w) return true;
     if (word.size() == w.size() + 1 && word.back() == 's' && word.compare(0, w.size(), w) == 0) return true;
@@ -500,7 +490,7 @@ std::optional<Span> env_chain_at(CloserIndex& index, std::size_t pos) {
       joined = true;
       while (k < s.size() && s[k] == ' ') ++k;
     }
-    if (starts_with_ci(s, k, "and ") || starts_with_ci(s, k, "or ")) {
+    if (ascii_iequals_at(s, k, "and ") || ascii_iequals_at(s, k, "or ")) {
       k += s[k] == 'a' || s[k] == 'A' ? 4 : 3;
       joined = true;
       while (k < s.size() && s[k] == ' ') ++k;
@@ -642,21 +632,21 @@ void anchored(std::string_view s, bool latex, Finder&& finder, std::vector<Match
   while (true) {
     std::size_t a = std::string_view::npos;
     for (std::size_t k = i; k + 6 <= s.size(); ++k) {
-      if ((s[k] == 'a' || s[k] == 'A') && starts_with_ci(s, k, "answer")) {
+      if ((s[k] == 'a' || s[k] == 'A') && ascii_iequals_at(s, k, "answer")) {
         a = k;
         break;
       }
     }
     if (a == std::string_view::npos) break;
     i = a + 6;
-    const bool final_form = a >= 6 && starts_with_ci(s, a - 6, "final ");
+    const bool final_form = a >= 6 && ascii_iequals_at(s, a - 6, "final ");
     std::size_t k = a + 6;
     if (final_form) {
       // priority 0/50: "... is:? X"
       std::size_t m = k;
       for (std::size_t gap = 0; gap <= 100 && m + 2 <= s.size(); ++gap, ++m) {
         if (s[m] == '\n') break;
-        if (starts_with_ci(s, m, " is") ) {
+        if (ascii_iequals_at(s, m, " is") ) {
           std::size_t x = m + 3;
           if (x < s.size() && s[x] == ':') ++x;
           while (x < s.size() && s[x] == ' ') ++x;
@@ -665,7 +655,7 @@ void anchored(std::string_view s, bool latex, Finder&& finder, std::vector<Match
             std::size_t h = sp->end;
             if (h < s.size() && s[h] == '.') ++h;
             while (h < s.size() && s[h] == ' ') ++h;
-            const bool hope = gap == 0 && starts_with_ci(s, h, "i hope");
+            const bool hope = gap == 0 && ascii_iequals_at(s, h, "i hope");
             out.push_back({hope ? 0 : 50, a - 6, hope ? h + 6 : sp->end, latex, sp->parts, BoxedMode::all, sp->percent});
             break;
           }

@@ -2,7 +2,7 @@
 // find_final_answer: the region of a completion that is graded (see final_answer.hpp).
 #include "grpo/math/final_answer.hpp"
 
-#include "grpo/core/ascii_space.hpp"
+#include "grpo/core/ascii_text.hpp"
 #include "grpo/math/extract.hpp"
 
 #include <algorithm>
@@ -11,23 +11,13 @@
 namespace grpo::math {
 namespace {
 
-
-
-bool equals_ci(std::string_view s, std::size_t at, std::string_view word) {
-  if (at + word.size() > s.size()) return false;
-  for (std::size_t k = 0; k < word.size(); ++k) {
-    if (std::tolower(static_cast<unsigned char>(s[at + k])) != word[k]) return false;
-  }
-  return true;
-}
-
 bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
 // Positions of the whole word `word` (lower-case) in s, case-insensitively.
 std::vector<std::size_t> words_at(std::string_view s, std::string_view word) {
   std::vector<std::size_t> out;
   for (std::size_t k = 0; k + word.size() <= s.size(); ++k) {
-    if (!equals_ci(s, k, word)) continue;
+    if (!ascii_iequals_at(s, k, word)) continue;
     if (k > 0 && word_char(s[k - 1])) continue;
     if (k + word.size() < s.size() && word_char(s[k + word.size()])) continue;
     out.push_back(k);
@@ -65,7 +55,7 @@ std::vector<AnswerMarker> markers_in(std::string_view s, std::size_t offset) {
   for (const std::size_t at : words_at(s, "final")) {
     std::size_t k = at + 5;
     while (k < s.size() && s[k] == ' ') ++k;
-    if (!equals_ci(s, k, "answer")) continue;
+    if (!ascii_iequals_at(s, k, "answer")) continue;
     const std::size_t end = sentence_end(s, k + 6);
     // A phrase that holds a box is that box's marker already.
     const auto boxed = std::find_if(out.begin(), out.end(), [&](const AnswerMarker& m) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "grpo/core/ascii_space.hpp"
+#include "grpo/core/ascii_text.hpp"
 #include "grpo/math/graders.hpp"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // Recursive-descent LaTeX parser for answers: a hand-written lexer (no regex) feeding a precedence-climbing
 // parser. Grammar and conventions are described in include/grpo/math/expr.hpp and docs/math_verifier.md. One file
 // over 700 lines: the grammar's productions are mutually recursive members of one parser.
-#include "grpo/core/ascii_space.hpp"
+#include "grpo/core/ascii_text.hpp"
 #include "grpo/math/expr.hpp"
 
 #include <algorithm>
@@ -22,10 +22,9 @@ struct Token {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 std::string lowered(std::string_view s) {
   std::string r(s);
-  for (auto& c : r) c = lower(c);
+  for (auto& c : r) c = ascii_lower(c);
   return r;
 }
 
@@ -623,7 +622,7 @@ class Parser {
     }
     std::string r;
     for (char c : *raw) {
-      if (c != ' ' && c != '{' && c != '}') r += lower(c);
+      if (c != ' ' && c != '{' && c != '}') r += ascii_lower(c);
     }
     return "_" + r;
   }
@@ -714,7 +713,7 @@ class Parser {
     for (char c : raw) {
       if (c == ' ' || c == '(' || c == ')' || c == '~') continue;
       if (!is_alpha(c)) return std::nullopt;
-      clean += lower(c);
+      clean += ascii_lower(c);
     }
     if (clean.empty()) return std::nullopt;
     if (clean.size() == 1) return make(ExprKind::symbol, {}, clean);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "grpo/core/ascii_space.hpp"
+#include "grpo/core/ascii_text.hpp"
 #include "grpo/core/error.hpp"
 #include "grpo/math/verify.hpp"
 
@@ -26,7 +26,7 @@ std::optional<Expr> parse_candidate(const AnswerCandidate& c, const ParseOptions
     e.kind = ExprKind::text;
     e.text = c.parts.empty() ? std::string() : c.parts[0];
     if (lowercase_choices) {
-      for (char& ch : e.text) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      for (char& ch : e.text) ch = ascii_lower(ch);
     }
     return e;
   }
@@ -308,14 +308,9 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
   }
   // Several different values: a hedge, unless the gold is itself several values, or a set that relations joined by
   // "or" describe together (x < 2 or x > 3 against (-∞, 2) ∪ (3, ∞)).
-  const auto is_rel = [](const Expr& e) { return e.kind == ExprKind::relation || e.kind == ExprKind::logical_and; };
-  const auto is_setlike = [](const Expr& e) {
-    return e.kind == ExprKind::set || e.kind == ExprKind::tuple || e.kind == ExprKind::interval ||
-           e.kind == ExprKind::set_union;
-  };
-  const bool gold_set = g.expr && (is_setlike(*g.expr) || is_rel(*g.expr));
+  const bool gold_set = g.expr && (is_set_like(*g.expr) || is_relation(*g.expr));
   const bool conjunction = final_answer.region.text.find("and") != std::string::npos;  // "x > 1 and x < 3" is no union
-  if (gold_set && !conjunction && std::all_of(values.begin(), values.end(), is_rel)) {
+  if (gold_set && !conjunction && std::all_of(values.begin(), values.end(), is_relation)) {
     Expr sets;
     sets.kind = ExprKind::set_union;
     for (const Expr& v : values) {
@@ -324,7 +319,7 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
       sets.args.push_back(std::move(*s));
     }
     if (sets.args.size() == values.size()) {
-      std::optional<Expr> gold_as_set = is_setlike(*g.expr) ? g.expr : solved_relation_set(*g.expr);
+      std::optional<Expr> gold_as_set = is_set_like(*g.expr) ? g.expr : solved_relation_set(*g.expr);
       out.verdict = gold_as_set && compare(*gold_as_set, sets, o) == Verdict::equal ? Verdict::equal : Verdict::not_equal;
       return out;
     }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The code_tests reward (see code_tests_reward.hpp): code extraction, test parsing, output comparison, and the Python
 // harnesses that run inside the sandbox.
-#include <grpo/core/ascii_space.hpp>
+#include <grpo/core/ascii_text.hpp>
 #include <grpo/core/json_quote.hpp>
 #include <grpo/rewards/code_tests_reward.hpp>
 

@@ -2,7 +2,7 @@
 // Step-wise math credit (see math_steps.hpp): a hand-written linear scanner finds the candidates, the math verifier
 // links them to the reference steps, and a maximum bipartite matching (Kuhn's augmenting paths, edges verified
 // lazily) counts the steps found.
-#include <grpo/core/ascii_space.hpp>
+#include <grpo/core/ascii_text.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/math/verify.hpp>
 #include <grpo/rewards/math_steps.hpp>

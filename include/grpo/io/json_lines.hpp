@@ -3,7 +3,7 @@
 // set and chat-file loaders.
 #pragma once
 
-#include <grpo/core/ascii_space.hpp>
+#include <grpo/core/ascii_text.hpp>
 
 #include <fmt/format.h>
 

@@ -15,7 +15,7 @@
 // ones.
 #pragma once
 
-#include <grpo/core/ascii_space.hpp>
+#include <grpo/core/ascii_text.hpp>
 #include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>

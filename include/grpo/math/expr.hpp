@@ -50,6 +50,14 @@ struct Expr {
   friend bool operator==(const Expr&, const Expr&) = default;
 };
 
+// A relation or a chain of them (a < b < c).
+inline bool is_relation(const Expr& e) { return e.kind == ExprKind::relation || e.kind == ExprKind::logical_and; }
+// A set, tuple, interval or union of them.
+inline bool is_set_like(const Expr& e) {
+  return e.kind == ExprKind::set || e.kind == ExprKind::tuple || e.kind == ExprKind::interval ||
+         e.kind == ExprKind::set_union;
+}
+
 // Parser options. The limits keep adversarial answers cheap; exceeding one makes parse_latex return nullopt.
 struct ParseOptions {
   std::size_t max_length = 4096;  // bytes of the (normalised) answer

@@ -143,11 +143,9 @@ void GrpoTrainerOptions::validate() const {
   GRPO_CHECK_CONFIG(dynamic_sampling_prompts >= 0, "dynamic_sampling_prompts must be >= 0, got {}",
                     dynamic_sampling_prompts);
   GRPO_CHECK_CONFIG(generation_chunks >= 1, "generation_chunks must be >= 1, got {}", generation_chunks);
-  GRPO_CHECK_CONFIG(std::isfinite(dynamic_sampling_filter.min_std), "dynamic_sampling min_std must be finite, got {}",
-                    dynamic_sampling_filter.min_std);
+  dynamic_sampling_filter.validate("dynamic_sampling");
   for (const auto& [domain, filter] : dynamic_sampling_domain_filters) {
-    GRPO_CHECK_CONFIG(std::isfinite(filter.min_std), "domains.{}.dynamic_sampling_filter: min_std must be finite, got {}",
-                      domain, filter.min_std);
+    filter.validate(fmt::format("domains.{}.dynamic_sampling_filter", domain));
   }
   GRPO_CHECK_CONFIG(!difficulty_mask || difficulty_mask->first < difficulty_mask->second,
                     "difficulty_mask: low ({}) must be below high ({})", difficulty_mask ? difficulty_mask->first : 0.0,

@@ -95,8 +95,7 @@ std::vector<DomainConfig> read_domains(const io::ConfigNode& section) {
       if (const auto* min_std = filter->find("min_std")) f.min_std = min_std->number();
       if (const auto* above = filter->find("mean_above")) f.mean_above = above->number();
       if (const auto* below = filter->find("mean_below")) f.mean_below = below->number();
-      GRPO_CHECK_CONFIG(std::isfinite(f.min_std), "{}: '{}.min_std' must be a finite number, got {}", filter->source(),
-                        filter->path(), f.min_std);
+      f.validate(fmt::format("{}: '{}'", filter->source(), filter->path()));
     }
     d.source = node.source();
     out.push_back(std::move(d));

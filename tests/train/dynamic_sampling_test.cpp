@@ -326,6 +326,9 @@ TEST_CASE("GrpoTrainer dynamic sampling: each domain's own group filter (ROLL's 
   CHECK_THROWS_WITH(GrpoTrainer(grpo::models::deep_copy(model), task, scorer, group, options),
                     Catch::Contains("domains.medium.dynamic_sampling_filter: the prompts have no domain 'medium' "
                                     "(domains: easy, hard)"));
+  options.dynamic_sampling_domain_filters = {{"easy", {.min_std = std::nan("")}}};
+  CHECK_THROWS_WITH(GrpoTrainer(grpo::models::deep_copy(model), task, scorer, group, options),
+                    Catch::Contains("domains.easy.dynamic_sampling_filter: min_std must be a finite number, got nan"));
 }
 
 TEST_CASE("GrpoTrainer difficulty mask: groups whose mean total is outside (low, high) leave the loss",

@@ -71,6 +71,12 @@ struct GroupFilter {
   double min_std = 1e-8;                    ///< keep only std > min_std
   std::optional<double> mean_above;         ///< keep only mean > this (ROLL threshold_down)
   std::optional<double> mean_below;         ///< keep only mean < this (ROLL threshold_up)
+
+  /// Throws ConfigError "<where>: min_std must be a finite number, got …" (`where` names the setting in the
+  /// caller's terms: "dynamic_sampling", "domains.code.dynamic_sampling_filter").
+  void validate(std::string_view where) const {
+    GRPO_CHECK_CONFIG(std::isfinite(min_std), "{}: min_std must be a finite number, got {}", where, min_std);
+  }
 };
 
 /// [P] for rewards [P, G] (float, NaN = no value): 1 where the group passes `filter` (at least two values, a Bessel

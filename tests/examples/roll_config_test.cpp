@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// r1_zero's ROLL converter (examples/r1_zero_roll_config.hpp) on ROLL query filters, without a training run (the
+// whole-run test with three domains is in r1_zero_test.cpp): ROLL's defaults (user_defined_rollout_loop.py
+// query_filter) become dynamic-sampling settings, and a type ROLL does not have is an error naming its line.
+#include <r1_zero_roll_config.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+namespace {
+
+/// The converted settings, by r1_zero key (one value each).
+std::map<std::string, std::string> settings_of(const std::string& yaml) {
+  const auto root = grpo::io::parse_config(yaml, "rlvr_config.yaml");
+  std::map<std::string, std::string> out;
+  for (const auto& s : r1_zero::convert_roll_config(root).settings) out[s.key] = s.values.empty() ? "" : s.values[0];
+  return out;
+}
+
+const std::string kOneDomain =
+    "actor_train:\n  data_args:\n    file_name: [math.jsonl]\n"
+    "rewards:\n  math_rule:\n    worker_cls: roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker\n";
+
+}  // namespace
+
+TEST_CASE("r1_zero --roll-config: one domain's query_filter_config is the run's dynamic-sampling filter",
+          "[examples][config]") {
+  // std_filter: std <= std_threshold drops; no mean condition.
+  auto s = settings_of(kOneDomain + "    query_filter_config:\n      type: std_filter\n      filter_args:\n"
+                                    "        std_threshold: 0.05\n");
+  CHECK(s.at("dynamic_sampling_min_std") == "0.05");
+  CHECK(s.count("dynamic_sampling_mean_above") == 0);
+  CHECK(s.at("dynamic_sampling_max_rounds") == std::to_string(r1_zero::kRollFilterRounds));
+  // mean_filter: mean <= threshold_down or >= threshold_up drops; ROLL's threshold_down default is -1, and there is
+  // no std condition (min_std -1 keeps a group of equal rewards).
+  s = settings_of(kOneDomain + "    query_filter_config:\n      type: mean_filter\n      filter_args:\n"
+                               "        threshold_up: 0.9\n");
+  CHECK(s.at("dynamic_sampling_min_std") == "-1");
+  CHECK(s.at("dynamic_sampling_mean_above") == "-1");
+  CHECK(s.at("dynamic_sampling_mean_below") == "0.9");
+  // no_filter (ROLL's default type) keeps every group: no dynamic sampling.
+  s = settings_of(kOneDomain + "    query_filter_config:\n      type: no_filter\n");
+  CHECK(s.count("dynamic_sampling_max_rounds") == 0);
+  CHECK(s.count("dynamic_sampling_min_std") == 0);
+  CHECK_THROWS_WITH(settings_of(kOneDomain + "    query_filter_config:\n      type: median_filter\n"),
+                    Catch::Contains("rlvr_config.yaml:8: rewards.math_rule.query_filter_config.type") &&
+                        Catch::Contains("'median_filter' is not a ROLL query filter (no_filter, mean_filter, std_filter)"));
+}

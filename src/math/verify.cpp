@@ -148,8 +148,8 @@ bool has_prose(std::string_view s) {
 }
 
 // The parts of a stated answer joined by "or" / "and" outside braces and $…$ ("4 or 5", "x = 1 \text{ or } x = 2",
-// "A and B"); one part when there is no such connective.
-std::vector<std::string> split_connectives(std::string_view s) {
+// "A and B"); one part when there is no such connective. `joined_by_and`, when given, is set when an "and" joins two.
+std::vector<std::string> split_connectives(std::string_view s, bool* joined_by_and = nullptr) {
   std::vector<std::string> parts;
   std::size_t start = 0;
   int depth = 0;
@@ -164,6 +164,7 @@ std::vector<std::string> split_connectives(std::string_view s) {
   for (std::size_t k = 0; k < s.size(); ++k) {
     if (depth == 0 && !math) {
       if (const std::size_t n = connective_at(k)) {
+        if (joined_by_and != nullptr && s.substr(k, n).find("and") != std::string_view::npos) *joined_by_and = true;
         parts.emplace_back(s.substr(start, k - start));
         start = k + n;
         k = start - 1;
@@ -309,7 +310,8 @@ Grade grade(std::string_view gold, std::string_view pred, const VerifyOptions& o
   // Several different values: a hedge, unless the gold is itself several values, or a set that relations joined by
   // "or" describe together (x < 2 or x > 3 against (-∞, 2) ∪ (3, ∞)).
   const bool gold_set = g.expr && (is_set_like(*g.expr) || is_relation(*g.expr));
-  const bool conjunction = final_answer.region.text.find("and") != std::string::npos;  // "x > 1 and x < 3" is no union
+  bool conjunction = false;  // "x > 1 and x < 3" is no union
+  if (gold_set) split_connectives(final_answer.region.text, &conjunction);
   if (gold_set && !conjunction && std::all_of(values.begin(), values.end(), is_relation)) {
     Expr sets;
     sets.kind = ExprKind::set_union;

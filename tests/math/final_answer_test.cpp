@@ -68,6 +68,9 @@ TEST_CASE("grade: one value stated, read whole or from its candidates, hedges ar
   CHECK(verdict("1, 2", "<answer>2 or 1</answer>") == Verdict::equal);
   CHECK(verdict("1, 2", "so \\boxed{1} and \\boxed{2}") == Verdict::equal);
   CHECK(verdict("1, 2", "<answer>1 or 3</answer>") == Verdict::not_equal);
+  // Relations joined by "or" describe their union; joined by "and" they are no union (x < 2 and x > 3 is empty).
+  CHECK(verdict("(-\\infty, 2) \\cup (3, \\infty)", "<answer>x < 2 or x > 3</answer>") == Verdict::equal);
+  CHECK(verdict("(-\\infty, 2) \\cup (3, \\infty)", "<answer>x < 2 and x > 3</answer>") == Verdict::not_equal);
   // An ordered gold: the values in the order they are written.
   CHECK(verdict("(1, 2)", "\\boxed{1} and \\boxed{2}") == Verdict::equal);
   CHECK(verdict("(1, 2)", "\\boxed{2} and \\boxed{1}") == Verdict::not_equal);

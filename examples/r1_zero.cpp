@@ -257,13 +257,15 @@ int main(int argc, char** argv) try {
   if (tiny) {
     auto task = std::make_unique<TinyTask>(s.seed, s.held_out);
     model = tiny_model(s.seed);
+    r1_zero::check_lora_targets(model, s);  // before the warm-up's work
     warm_up(model, *task, s.seed, 150);
     source = std::move(task);
   } else {
-    model = grpo::models::from_pretrained(s.model_dir, torch::kFloat32);
+    model = grpo::models::from_pretrained(s.model_dir, r1_zero::model_dtype(s.dtype));
     auto tokenizer = grpo::text::Tokenizer::from_pretrained(s.model_dir);
     source = data_source(s, run, std::move(tokenizer), model->config().eos_token_ids);
   }
+  r1_zero::prepare_model(model, s);
   grpo::train::StepScorer scorer = make_scorer(s, run);
   const grpo::train::GrpoTrainerOptions options = r1_zero::trainer_options(s, run);
   grpo::train::GrpoTrainer trainer(model, *source, scorer, group, options);
@@ -280,6 +282,15 @@ int main(int argc, char** argv) try {
       for (const std::string& line : run.roll_unmapped) fmt::print("  {}\n", line);
     }
     if (tiny && first_step == 1) fmt::print("tiny task: starting policy warmed up on wrong answers\n");
+    std::int64_t total = 0, trainable = 0;
+    for (const auto& p : model->parameters()) (p.requires_grad() ? trainable : total) += p.numel();
+    total += trainable;
+    fmt::print("model: {} parameters ({} trained{}), {}{}\n", total, trainable,
+               model->lora_options() ? fmt::format(": LoRA r={} on {} modules", model->lora_options()->rank,
+                                                   grpo::models::lora_modules(model).size())
+                                     : "",
+               s.dtype == "fp32" ? "fp32" : s.dtype + " with fp32 master weights",
+               model->gradient_checkpointing() ? ", activation checkpointing" : "");
     fs::create_directories(s.output_dir);
     r1_zero::write_config(s.output_dir / "config.yaml", *flags, run);
     const auto mode = s.resume ? grpo::train::OpenMode::append : grpo::train::OpenMode::truncate;
@@ -305,6 +316,9 @@ int main(int argc, char** argv) try {
       curve.emplace_back(step, trainer.evaluate(step).all.mean_accuracy);
     }
     if ((s.save_every > 0 && step % s.save_every == 0) || last) trainer.save(checkpoints, step);
+  }
+  if (main_rank && model->lora_options()) {  // the adapter alone, as peft saves it
+    grpo::models::save_lora_adapter(model, s.output_dir / "adapter", s.model_dir.string());
   }
   if (main_rank) {
     fmt::print("held-out accuracy by step:");

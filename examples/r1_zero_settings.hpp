@@ -37,6 +37,13 @@ struct Settings {
   fs::path model_dir, data_path;
   std::string data_format = "detect", prompt_field, answer_field, on_bad_row = "stop", unknown_tag = "error";
   std::int64_t held_out = 256;  // problems kept out of training for evaluation
+  // The model's precision, memory and adapters.
+  std::string dtype = "fp32", device = "cpu", gradient_checkpointing = "auto";
+  bool fp32_lm_head = false;
+  std::int64_t lora_r = 0;  // 0 = full fine-tuning
+  double lora_alpha = 32.0, lora_dropout = 0.05;
+  std::vector<std::string> lora_target_modules;
+  fs::path lora_adapter;
   // Rollouts.
   std::int64_t steps = 200, prompts_per_step = 32, group_size = 8, max_new_tokens = 0;
   double temperature = 1.0, top_p = 1.0, min_p = 0.0;
@@ -193,6 +200,23 @@ inline std::vector<Field> fields(Settings& s) {
       {"--unknown-tag", &s.unknown_tag,
        "multi-domain data: a row whose tag (or 'domain' field) names no configured domain is an error, skipped "
        "(skip), or sent to the domain named here (math: the first math domain, as ROLL sends such rows to math_rule)"},
+      {"--dtype", &s.dtype,
+       "the model's dtype: fp32, or bf16 (mixed precision: bf16 compute, fp32 master weights and AdamW state); "
+       "fp16 needs a CUDA device", member_of({"fp32", "bf16", "fp16"})},
+      {"--device", &s.device, "cpu, or cuda[:N] (needs a CUDA build of LibTorch)"},
+      {"--gradient-checkpointing", &s.gradient_checkpointing,
+       "recompute each decoder layer in backward instead of keeping its activations: on, off, or auto (on for "
+       "models of 100 M parameters or more)", member_of({"auto", "on", "off"})},
+      {"--fp32-lm-head", &s.fp32_lm_head, "log-probs from fp32 logits when the model is bf16/fp16 (TRL's "
+       "cast_lm_head_to_fp32)"},
+      {"--lora-r", &s.lora_r, "LoRA rank (0 = full fine-tuning); only the adapters train, the reference is the base",
+       at_least_zero()},
+      {"--lora-alpha", &s.lora_alpha, "LoRA alpha (scaling alpha / r)", positive()},
+      {"--lora-dropout", &s.lora_dropout, "dropout on the LoRA adapters' input", within(0.0, 0.999)},
+      {"--lora-target-modules", &s.lora_target_modules,
+       "modules that get adapters: names (q_proj,v_proj), a regular expression, or all-linear (default: q_proj,v_proj)"},
+      {"--lora-adapter", &s.lora_adapter, "start from this peft LoRA adapter directory (adapter_config.json)",
+       [](CLI::Option& o) { o.check(CLI::ExistingDirectory); }},
       {"--held-out", &s.held_out, "problems kept out of training for evaluation (per domain)", at_least_zero()},
       {"--steps", &s.steps, "optimizer steps", positive()},
       {"--prompts", &s.prompts_per_step, "prompts per step (P)", positive()},
@@ -535,7 +559,72 @@ inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
 
 /// Fills in what depends on other settings: the task, the completion limit, the recipe's loss values, the reward
 /// weights. Throws ConfigError for combinations that cannot run.
+/// --dtype as a torch dtype.
+inline torch::ScalarType model_dtype(const std::string& name) {
+  return name == "bf16" ? torch::kBFloat16 : name == "fp16" ? torch::kHalf : torch::kFloat32;
+}
+
+/// Checks --device, --dtype and the LoRA flags together, before anything is loaded.
+inline void check_model_flags(const Settings& s) {
+  const bool cuda = s.device.starts_with("cuda");
+  GRPO_CHECK_CONFIG(s.device == "cpu" || cuda, "--device {}: expected cpu or cuda[:N]", s.device);
+  GRPO_CHECK_CONFIG(!cuda || torch::cuda::is_available(),
+                    "--device {}: this LibTorch has no CUDA support or sees no GPU (Debian's libtorch-dev is CPU-only)",
+                    s.device);
+  GRPO_CHECK_CONFIG(!cuda, "--device {}: r1_zero trains on the CPU in this version (its sampler and fused kernels are "
+                    "CPU code); use --device cpu", s.device);
+  GRPO_CHECK_CONFIG(s.dtype != "fp16", "--dtype fp16: half-precision matrix products need a CUDA device; on a CPU use "
+                    "--dtype bf16");
+  GRPO_CHECK_CONFIG(!s.fp32_lm_head || s.dtype != "fp32", "--fp32-lm-head: the model is already fp32 (--dtype fp32)");
+  GRPO_CHECK_CONFIG(s.lora_adapter.empty() || s.lora_r == 0,
+                    "--lora-adapter {} brings its own r, alpha and target modules (adapter_config.json): drop --lora-r",
+                    s.lora_adapter.string());
+  GRPO_CHECK_CONFIG(s.lora_target_modules.empty() || s.lora_r > 0,
+                    "--lora-target-modules needs --lora-r > 0 (LoRA is off)");
+}
+
+/// The LoRA configuration the flags ask for: --lora-adapter's adapter_config.json, --lora-r's, or none.
+inline std::optional<grpo::models::LoraOptions> lora_of(const Settings& s) {
+  if (!s.lora_adapter.empty()) return grpo::models::read_lora_config(s.lora_adapter / "adapter_config.json");
+  if (s.lora_r == 0) return std::nullopt;
+  grpo::models::LoraOptions lora{.rank = s.lora_r, .alpha = s.lora_alpha, .dropout = s.lora_dropout};
+  if (!s.lora_target_modules.empty()) lora.target_modules = s.lora_target_modules;
+  return lora;
+}
+
+/// Fails (naming the flag) when the LoRA flags select no module of `model`: checked as soon as the model exists.
+inline void check_lora_targets(const grpo::models::CausalLM& model, const Settings& s) {
+  const auto lora = lora_of(s);
+  if (!lora) return;
+  try {
+    grpo::models::lora_targets(model, *lora);
+  } catch (const grpo::ConfigError& e) {
+    throw grpo::ConfigError(fmt::format("{}: {}", s.lora_adapter.empty() ? "--lora-r/--lora-target-modules"
+                                                                         : "--lora-adapter " + s.lora_adapter.string(),
+                                        e.what()));
+  }
+}
+
+/// The run's model as the flags ask: --dtype (a checkpoint is loaded in it; the tiny task's model is converted after
+/// its warm-up), LoRA adapters (--lora-r or --lora-adapter; a target matching nothing is an error naming the flag),
+/// activation checkpointing.
+inline void prepare_model(grpo::models::CausalLM& model, const Settings& s) {
+  model->to(model_dtype(s.dtype));
+  check_lora_targets(model, s);
+  if (!s.lora_adapter.empty()) {
+    grpo::models::load_lora_adapter(model, s.lora_adapter);
+  } else if (const auto lora = lora_of(s)) {
+    grpo::models::add_lora(model, *lora);
+  }
+  std::int64_t parameters = 0;
+  for (const auto& p : model->parameters()) parameters += p.numel();
+  constexpr std::int64_t kCheckpointingFrom = 100'000'000;
+  model->set_gradient_checkpointing(s.gradient_checkpointing == "on" ||
+                                    (s.gradient_checkpointing == "auto" && parameters >= kCheckpointingFrom));
+}
+
 inline void resolve(Settings& s, RunConfig& run) {
+  check_model_flags(s);
   if (!s.model_dir.empty()) s.task = "data";
   const bool tiny = s.task == "tiny";
   GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && (!s.data_path.empty() || !run.domains.empty())),
@@ -657,6 +746,7 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
         .target = s.entropy_target, .delta = s.entropy_coef_delta, .min = s.entropy_coef_min, .max = s.entropy_coef_max};
   }
   o.mu = s.mu;
+  o.fp32_lm_head = s.fp32_lm_head;
   o.micro_batches = s.micro_batches;
   o.ref_sync_every = s.ref_sync_every;
   o.ref_sync_alpha = s.ref_sync_alpha;

@@ -32,6 +32,7 @@
 #include <grpo/policy/sampler.hpp>
 
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/models/lora.hpp>
 #include <grpo/models/model_config.hpp>
 
 #include <grpo/rewards/accuracy_reward.hpp>
@@ -75,6 +76,7 @@
 #include <grpo/train/entropy_controller.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
+#include <grpo/train/master_weights.hpp>
 #include <grpo/train/metrics.hpp>
 #include <grpo/train/metrics_writer.hpp>
 #include <grpo/train/optimizer_step.hpp>

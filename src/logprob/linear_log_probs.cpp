@@ -101,7 +101,9 @@ LinearGrads linear_backward(const Saved& s, const torch::Tensor& grad_log_probs,
       if (acc_dtype == dz.scalar_type()) {
         grads.weight.addmm_(dz.t(), h);
       } else {
-        grads.weight.addmm_(dz.t().to(acc_dtype), h.to(acc_dtype));
+        // A half-precision product (fp32 accumulation inside the GEMM, about 4× the fp32 rate on CPUs with bf16
+        // units), rounded once per chunk and summed over chunks in fp32.
+        grads.weight.add_(torch::mm(dz.t(), h));
       }
     }
   }

@@ -5,6 +5,8 @@
 #include <grpo/io/safetensors.hpp>
 #include <grpo/models/causal_lm.hpp>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
 #include <limits>
 #include <set>
@@ -12,9 +14,6 @@
 namespace grpo::models {
 namespace {
 
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-}
 
 /// rotate_half(x) = cat(−x[..., D/2:], x[..., :D/2]) (the Hugging Face / GPT-NeoX rotary layout).
 torch::Tensor rotate_half(const torch::Tensor& x) {
@@ -43,9 +42,69 @@ torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const
   return y.view(sizes);
 }
 
-torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return project(x, layer->weight, layer->bias);
-}
+/// Activation checkpointing of one decoder layer (DecoderImpl::forward): forward runs the layer without recording
+/// and keeps only its input; backward runs it again with recording and differentiates that. The layer's trainable
+/// parameters are inputs of the function, so their gradients flow through the outer backward like any other
+/// (no reentrant backward). A layer that draws random numbers (LoRA dropout in training) replays the generator
+/// state of its forward, so the recomputation is the same computation.
+class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h,
+                                                const torch::Tensor& cos, const torch::Tensor& sin,
+                                                const torch::Tensor& mask, DecoderLayerImpl* layer,
+                                                torch::TensorList parameters) {
+    ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
+    ctx->saved_data["parameters"] = static_cast<int64_t>(parameters.size());
+    ctx->saved_data["h_requires_grad"] = h.requires_grad();
+    torch::Tensor rng_state;
+    if (layer->is_training() && layer->draws_random_numbers()) {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      rng_state = generator.get_state();
+    }
+    ctx->save_for_backward({h, cos, sin, mask, rng_state});
+    torch::Tensor key, value;
+    return {layer->forward(h, cos, sin, mask, key, value)};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    auto* layer = reinterpret_cast<DecoderLayerImpl*>(ctx->saved_data["layer"].toInt());
+    const auto count = static_cast<size_t>(ctx->saved_data["parameters"].toInt());
+    const std::vector<torch::Tensor> parameters = layer->trainable_parameters();
+    GRPO_CHECK(parameters.size() == count,
+               "activation checkpointing: a layer's trainable parameters changed between forward and backward");
+    const bool h_grad = ctx->saved_data["h_requires_grad"].toBool();
+    auto h = saved[0].detach().requires_grad_(h_grad);
+    torch::Tensor output;
+    {
+      torch::AutoGradMode record(true);
+      std::optional<torch::Tensor> current_rng;
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      if (saved[4].defined()) {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        current_rng = generator.get_state();
+        generator.set_state(saved[4]);
+      }
+      torch::Tensor key, value;
+      output = layer->forward(h, saved[1], saved[2], saved[3], key, value);
+      if (current_rng) {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        generator.set_state(*current_rng);
+      }
+    }
+    std::vector<torch::Tensor> inputs;
+    if (h_grad) inputs.push_back(h);
+    inputs.insert(inputs.end(), parameters.begin(), parameters.end());
+    auto grads = torch::autograd::grad({output}, inputs, {grad_outputs[0]}, /*retain_graph=*/false,
+                                       /*create_graph=*/false, /*allow_unused=*/true);
+    torch::autograd::variable_list out{h_grad ? grads[0] : torch::Tensor(), torch::Tensor(), torch::Tensor(),
+                                       torch::Tensor(), torch::Tensor()};
+    out.insert(out.end(), grads.begin() + (h_grad ? 1 : 0), grads.end());
+    return out;
+  }
+};
 
 /// Whether `t` is the only handle on its data: no other handle, and no other tensor sharing its storage except
 /// the base it is a view of (a view keeps its base alive, gradient mode or not).
@@ -96,13 +155,52 @@ torch::Tensor positions_from_mask(const torch::Tensor& mask, int64_t new_tokens)
 
 }  // namespace
 
+bool is_lora_parameter(std::string_view name) {
+  return name.find(".lora_A.") != std::string_view::npos || name.find(".lora_B.") != std::string_view::npos;
+}
+
+LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias, WeightInit init, const torch::TensorOptions& options) {
+  weight = register_parameter("weight", torch::empty({out, in}, options));
+  if (with_bias) bias = register_parameter("bias", torch::empty({out}, options));
+  if (init == WeightInit::normal) {  // torch::nn::Linear::reset_parameters' draws (CausalLMImpl overwrites them)
+    torch::NoGradGuard no_grad;
+    torch::nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
+    if (with_bias) {
+      const double bound = in > 0 ? 1.0 / std::sqrt(static_cast<double>(in)) : 0.0;
+      torch::nn::init::uniform_(bias, -bound, bound);
+    }
+  }
+}
+
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
+  auto y = project(x, weight, bias);
+  if (!lora || !lora->enabled) return y;
+  // peft's lora.Linear: the adapter runs in its own dtype (fp32 beside a half-precision base) and adds in the base's.
+  auto input = x.to(lora->a->weight.scalar_type());
+  if (lora->dropout > 0.0 && is_training()) input = torch::dropout(input, lora->dropout, /*train=*/true);
+  auto delta = project(project(input, lora->a->weight), lora->b->weight) * lora->scaling;
+  return y + delta.to(y.scalar_type());
+}
+
+EmbeddingImpl::EmbeddingImpl(int64_t count, int64_t dim, WeightInit init, const torch::TensorOptions& options) {
+  weight = register_parameter("weight", torch::empty({count, dim}, options));
+  if (init == WeightInit::normal) {  // torch::nn::Embedding::reset's draw (CausalLMImpl overwrites it)
+    torch::NoGradGuard no_grad;
+    torch::nn::init::normal_(weight);
+  }
+}
+
+torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) {
+  return torch::embedding(weight, ids);
+}
+
 void KvCache::select_rows(const torch::Tensor& rows) {
   for (auto& k : keys) k = k.index_select(0, rows);
   for (auto& v : values) v = v.index_select(0, rows);
 }
 
-RmsNormImpl::RmsNormImpl(int64_t size, double eps_) : eps(eps_) {
-  weight = register_parameter("weight", torch::ones({size}));
+RmsNormImpl::RmsNormImpl(int64_t size, double eps_, const torch::TensorOptions& options) : eps(eps_) {
+  weight = register_parameter("weight", torch::ones({size}, options));
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
@@ -111,26 +209,26 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
   return weight * h.to(x.scalar_type());
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& c)
+AttentionImpl::AttentionImpl(const ModelConfig& c, WeightInit init, const torch::TensorOptions& options)
     : heads(c.num_attention_heads), kv_heads(c.num_key_value_heads), head_dim(c.head_dimension()) {
-  q_proj = register_module("q_proj", linear(c.hidden_size, heads * head_dim, c.attention_bias));
-  k_proj = register_module("k_proj", linear(c.hidden_size, kv_heads * head_dim, c.attention_bias));
-  v_proj = register_module("v_proj", linear(c.hidden_size, kv_heads * head_dim, c.attention_bias));
+  q_proj = register_module("q_proj", Linear(c.hidden_size, heads * head_dim, c.attention_bias, init, options));
+  k_proj = register_module("k_proj", Linear(c.hidden_size, kv_heads * head_dim, c.attention_bias, init, options));
+  v_proj = register_module("v_proj", Linear(c.hidden_size, kv_heads * head_dim, c.attention_bias, init, options));
   // Qwen2's o_proj has no bias; Qwen3 and Llama give o_proj a bias exactly when attention_bias is set.
   const bool o_bias = c.architecture != Architecture::qwen2 && c.attention_bias;
-  o_proj = register_module("o_proj", linear(heads * head_dim, c.hidden_size, o_bias));
+  o_proj = register_module("o_proj", Linear(heads * head_dim, c.hidden_size, o_bias, init, options));
   if (c.architecture == Architecture::qwen3) {
-    q_norm = register_module("q_norm", RmsNorm(head_dim, c.rms_norm_eps));
-    k_norm = register_module("k_norm", RmsNorm(head_dim, c.rms_norm_eps));
+    q_norm = register_module("q_norm", RmsNorm(head_dim, c.rms_norm_eps, options));
+    k_norm = register_module("k_norm", RmsNorm(head_dim, c.rms_norm_eps, options));
   }
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                                      const torch::Tensor& mask, torch::Tensor& key, torch::Tensor& value) {
   const int64_t batch = x.size(0), time = x.size(1), groups = heads / kv_heads;
-  auto q = project(q_proj, x).view({batch, time, heads, head_dim});
-  auto k = project(k_proj, x).view({batch, time, kv_heads, head_dim});
-  auto v = project(v_proj, x).view({batch, time, kv_heads, head_dim}).transpose(1, 2);
+  auto q = q_proj(x).view({batch, time, heads, head_dim});
+  auto k = k_proj(x).view({batch, time, kv_heads, head_dim});
+  auto v = v_proj(x).view({batch, time, kv_heads, head_dim}).transpose(1, 2);
   if (q_norm) {
     q = q_norm(q);
     k = k_norm(k);
@@ -154,40 +252,89 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   scores = scores.view({batch, kv_heads, groups, time, total}) + mask.to(score_dtype).unsqueeze(2);
   auto probs = torch::softmax(scores, -1).to(x.scalar_type()).view({batch, kv_heads, groups * time, total});
   auto out = torch::matmul(probs, value).view({batch, heads, time, head_dim});
-  return project(o_proj, out.transpose(1, 2).reshape({batch, time, heads * head_dim}));
+  return o_proj(out.transpose(1, 2).reshape({batch, time, heads * head_dim}));
 }
 
-MlpImpl::MlpImpl(const ModelConfig& c) {
-  gate_proj = register_module("gate_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
-  up_proj = register_module("up_proj", linear(c.hidden_size, c.intermediate_size, c.mlp_bias));
-  down_proj = register_module("down_proj", linear(c.intermediate_size, c.hidden_size, c.mlp_bias));
+MlpImpl::MlpImpl(const ModelConfig& c, WeightInit init, const torch::TensorOptions& options) {
+  gate_proj = register_module("gate_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias, init, options));
+  up_proj = register_module("up_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias, init, options));
+  down_proj = register_module("down_proj", Linear(c.intermediate_size, c.hidden_size, c.mlp_bias, init, options));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return project(down_proj, torch::silu(project(gate_proj, x)) * project(up_proj, x));
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
-  self_attn = register_module("self_attn", Attention(c));
-  mlp = register_module("mlp", Mlp(c));
-  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
-  post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, WeightInit init, const torch::TensorOptions& options) {
+  self_attn = register_module("self_attn", Attention(c, init, options));
+  mlp = register_module("mlp", Mlp(c, init, options));
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, options));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, options));
 }
 
-DecoderImpl::DecoderImpl(const ModelConfig& c) {
-  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& h, const torch::Tensor& cos, const torch::Tensor& sin,
+                                        const torch::Tensor& mask, torch::Tensor& key, torch::Tensor& value) {
+  auto x = h + self_attn->forward(input_layernorm(h), cos, sin, mask, key, value);
+  return x + mlp(post_attention_layernorm(x));
+}
+
+std::vector<torch::Tensor> DecoderLayerImpl::trainable_parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : parameters()) {
+    if (p.requires_grad()) out.push_back(p);
+  }
+  return out;
+}
+
+bool DecoderLayerImpl::draws_random_numbers() const {
+  for (const auto& module : modules(/*include_self=*/false)) {
+    const auto* linear = dynamic_cast<const LinearImpl*>(module.get());
+    if (linear != nullptr && linear->lora && linear->lora->enabled && linear->lora->dropout > 0.0) return true;
+  }
+  return false;
+}
+
+DecoderImpl::DecoderImpl(const ModelConfig& c, WeightInit init, const torch::TensorOptions& options) {
+  embed_tokens = register_module("embed_tokens", Embedding(c.vocab_size, c.hidden_size, init, options));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(DecoderLayer(c));
-  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(DecoderLayer(c, init, options));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps, options));
 }
 
-CausalLMImpl::CausalLMImpl(ModelConfig config) : config_(std::move(config)) {
+torch::Tensor DecoderImpl::forward(torch::Tensor h, const torch::Tensor& cos, const torch::Tensor& sin,
+                                   const torch::Tensor& mask, KvCache* cache) {
+  if (cache && cache->keys.empty()) {
+    cache->keys.resize(layers->size());
+    cache->values.resize(layers->size());
+  }
+  const bool checkpoint = gradient_checkpointing && !cache && torch::GradMode::is_enabled();
+  for (size_t i = 0; i < layers->size(); ++i) {
+    auto* layer = layers[i]->as<DecoderLayerImpl>();
+    if (cache) {
+      h = layer->forward(h, cos, sin, mask, cache->keys[i], cache->values[i]);
+      continue;
+    }
+    const std::vector<torch::Tensor> trainable = checkpoint ? layer->trainable_parameters() : std::vector<torch::Tensor>{};
+    if (checkpoint && (h.requires_grad() || !trainable.empty())) {
+      h = CheckpointedLayer::apply(h, cos, sin, mask, layer, torch::TensorList(trainable))[0];
+    } else {
+      torch::Tensor key, value;  // without a cache: start empty, dropped after the layer
+      h = layer->forward(h, cos, sin, mask, key, value);
+    }
+  }
+  return norm(h);
+}
+
+CausalLMImpl::CausalLMImpl(ModelConfig config, WeightInit init, const torch::TensorOptions& options)
+    : config_(std::move(config)) {
   config_.validate();
-  model_ = register_module("model", Decoder(config_));
+  model_ = register_module("model", Decoder(config_, init, options));
   if (!config_.tie_word_embeddings) {
-    lm_head_ = register_module("lm_head", linear(config_.hidden_size, config_.vocab_size, false));
+    lm_head_ = register_module("lm_head", Linear(config_.hidden_size, config_.vocab_size, false, init, options));
   }
   inv_freq_ = rope_inverse_frequencies(config_);
+  if (init == WeightInit::none) return;
   // transformers' _init_weights: normal(0, 0.02) for linear and embedding weights, zero biases.
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
@@ -240,20 +387,7 @@ torch::Tensor CausalLMImpl::run(const torch::Tensor& input_ids, const torch::Ten
                       .masked_fill_(visible.logical_not(), std::numeric_limits<float>::lowest())
                       .unsqueeze(1);
 
-  auto h = model_->embed_tokens(input_ids.to(device));
-  if (cache && cache->keys.empty()) {
-    cache->keys.resize(static_cast<size_t>(config_.num_hidden_layers));
-    cache->values.resize(static_cast<size_t>(config_.num_hidden_layers));
-  }
-  for (size_t i = 0; i < model_->layers->size(); ++i) {
-    auto layer = model_->layers[i]->as<DecoderLayerImpl>();
-    // Without a cache the layer's keys and values start empty and are dropped after it.
-    torch::Tensor key, value;
-    h = h + layer->self_attn->forward(layer->input_layernorm(h), cos, sin, additive, cache ? cache->keys[i] : key,
-                                      cache ? cache->values[i] : value);
-    h = h + layer->mlp(layer->post_attention_layernorm(h));
-  }
-  return model_->norm(h);
+  return model_->forward(model_->embed_tokens(input_ids.to(device)), cos, sin, additive, cache);
 }
 
 torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
@@ -279,6 +413,7 @@ void CausalLMImpl::load_hf_state(const std::map<std::string, torch::Tensor>& ten
   torch::NoGradGuard no_grad;
   std::set<std::string> used;
   for (auto& p : named_parameters()) {
+    if (is_lora_parameter(p.key())) continue;
     auto it = tensors.find(p.key());
     GRPO_CHECK(it != tensors.end(), "CausalLM: checkpoint has no tensor \"{}\"", p.key());
     GRPO_CHECK(it->second.sizes() == p.value().sizes(), "CausalLM: tensor \"{}\" has shape {} but the model expects {}",
@@ -297,15 +432,17 @@ void CausalLMImpl::load_hf_state(const std::map<std::string, torch::Tensor>& ten
 
 std::map<std::string, torch::Tensor> CausalLMImpl::hf_state() const {
   std::map<std::string, torch::Tensor> out;
-  for (const auto& p : named_parameters()) out.emplace(p.key(), p.value().detach());
+  for (const auto& p : named_parameters()) {
+    if (!is_lora_parameter(p.key())) out.emplace(p.key(), p.value().detach());
+  }
   return out;
 }
 
 CausalLM deep_copy(const CausalLM& model) {
-  CausalLM copy(model->config());
   const auto reference = model->lm_head_weight();
-  copy->to(reference.device(), reference.scalar_type());
+  CausalLM copy(model->config(), WeightInit::none, reference.options());
   copy->load_hf_state(model->hf_state());
+  copy->set_gradient_checkpointing(model->gradient_checkpointing());
   copy->train(model->is_training());
   return copy;
 }
@@ -315,14 +452,12 @@ CausalLM from_pretrained(const std::filesystem::path& directory, std::optional<t
   auto config = ModelConfig::from_file(directory / "config.json");
   const auto target = dtype.value_or(config.dtype);
   auto tensors = io::load_checkpoint_tensors(directory);
-  CausalLM model(config);
-  model->to(target);
+  CausalLM model(config, WeightInit::none, torch::TensorOptions().dtype(target).device(device));
   try {
     model->load_hf_state(tensors);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", directory.string(), e.what()));
   }
-  model->to(device);
   model->eval();
   return model;
 }

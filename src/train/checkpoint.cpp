@@ -4,6 +4,7 @@
 #include <grpo/io/atomic_file.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/io/safetensors.hpp>
+#include <grpo/models/lora.hpp>
 #include <grpo/train/checkpoint.hpp>
 #include <grpo/train/distributed.hpp>
 
@@ -26,6 +27,8 @@ constexpr std::string_view kPrefix = "checkpoint-";
 constexpr std::string_view kTmpSuffix = ".tmp";
 constexpr const char* kStateFile = "trainer_state.json";
 constexpr const char* kReferenceDir = "reference";
+constexpr const char* kAdapterDir = "adapter";
+constexpr const char* kMasterWeightsFile = "master_weights.safetensors";
 
 // The step of a directory named exactly "checkpoint-<digits>".
 std::optional<std::int64_t> checkpoint_step(const std::string& name) {
@@ -116,7 +119,8 @@ CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::
 }
 
 fs::path CheckpointManager::save(const models::CausalLM& model, const torch::optim::Optimizer& optimizer,
-                                 const TrainerState& state, const models::CausalLM* reference) {
+                                 const TrainerState& state, const models::CausalLM* reference,
+                                 const MasterWeights* master_weights) {
   GRPO_CHECK(state.step >= 0, "CheckpointManager::save: step must be ≥ 0, got {}", state.step);
   const fs::path final_dir = options_.directory / fmt::format("{}{}", kPrefix, state.step);
   fs::path tmp_dir = final_dir;
@@ -127,6 +131,10 @@ fs::path CheckpointManager::save(const models::CausalLM& model, const torch::opt
     fs::create_directories(tmp_dir);
     models::save_pretrained(model, tmp_dir);
     if (reference != nullptr) models::save_pretrained(*reference, tmp_dir / kReferenceDir);
+    if (model->lora_options()) models::save_lora_adapter(model, tmp_dir / kAdapterDir);
+    if (master_weights != nullptr && master_weights->mixed()) {
+      io::save_safetensors(tmp_dir / kMasterWeightsFile, master_weights->state());
+    }
     {
       torch::serialize::OutputArchive archive;
       optimizer.save(archive);
@@ -190,10 +198,25 @@ std::optional<CheckpointInfo> CheckpointManager::latest() const {
 }
 
 TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalLM& model,
-                                     torch::optim::Optimizer& optimizer, models::CausalLM* reference) {
+                                     torch::optim::Optimizer& optimizer, models::CausalLM* reference,
+                                     MasterWeights* master_weights) {
   const fs::path state_path = checkpoint / kStateFile;
   TrainerState state = trainer_state_from_json(io::read_file(state_path), state_path.string());
   model->load_hf_state(io::load_checkpoint_tensors(checkpoint));
+  if (model->lora_options()) {
+    GRPO_CHECK(fs::is_directory(checkpoint / kAdapterDir),
+               "checkpoint {} has no {}/ but the model has LoRA adapters (it was saved without them)",
+               checkpoint.string(), kAdapterDir);
+    models::load_lora_adapter(model, checkpoint / kAdapterDir);
+  }
+  if (master_weights != nullptr && master_weights->mixed()) {
+    const fs::path path = checkpoint / kMasterWeightsFile;
+    GRPO_CHECK(fs::is_regular_file(path),
+               "checkpoint {} has no {} but the model trains in half precision with fp32 master weights (it was "
+               "saved by a full-precision run)",
+               checkpoint.string(), kMasterWeightsFile);
+    master_weights->load_state(io::SafetensorsFile(path).tensors(), path.string());
+  }
   if (reference != nullptr) {
     GRPO_CHECK(fs::is_directory(checkpoint / kReferenceDir),
                "checkpoint {} has no {}/ (it was saved without a reference model)", checkpoint.string(), kReferenceDir);
@@ -223,12 +246,13 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
                                                      const models::CausalLM& model,
                                                      const torch::optim::Optimizer& optimizer,
                                                      const TrainerState& state,
-                                                     const models::CausalLM* reference) {
+                                                     const models::CausalLM* reference,
+                                                     const MasterWeights* master_weights) {
   std::optional<std::filesystem::path> path;
   std::exception_ptr failure;
   if (group.is_main()) {
     try {
-      path = manager.save(model, optimizer, state, reference);
+      path = manager.save(model, optimizer, state, reference, master_weights);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -242,11 +266,12 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
 }
 
 TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
-                             torch::optim::Optimizer& optimizer, models::CausalLM* reference) {
+                             torch::optim::Optimizer& optimizer, models::CausalLM* reference,
+                             MasterWeights* master_weights) {
   TrainerState state;
   std::exception_ptr failure;
   try {
-    state = CheckpointManager::load(checkpoint, model, optimizer, reference);
+    state = CheckpointManager::load(checkpoint, model, optimizer, reference, master_weights);
   } catch (...) {
     failure = std::current_exception();
   }

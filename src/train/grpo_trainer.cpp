@@ -5,6 +5,7 @@
 #include <grpo/policy/decode.hpp>
 #include <grpo/rewards/executor.hpp>
 #include <grpo/rewards/length_rewards.hpp>
+#include <grpo/models/lora.hpp>
 #include <grpo/train/optimizer_step.hpp>
 
 #include <fmt/format.h>
@@ -218,9 +219,10 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
                          GrpoTrainerOptions options)
     : model_(std::move(model)), prompts_(prompts), scorer_(scorer), group_(group),
       options_((options.validate(), std::move(options))),
-      policy_(model_, {.temperature = options_.sampling.temperature}),
+      policy_(model_, {.temperature = options_.sampling.temperature, .fp32_lm_head = options_.fp32_lm_head}),
       advantage_(options_.advantage),
-      optimizer_(model_->parameters(),
+      master_(trainable_parameters(*model_)),
+      optimizer_(master_.masters(),
                  torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay)),
       context_(stages_of(options_)), kl_(options_.kl), reward_kl_(options_.kl_in_reward.control),
       entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
@@ -237,8 +239,19 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
     domain_filters_.push_back(own != options_.dynamic_sampling_domain_filters.end() ? own->second
                                                                                     : options_.dynamic_sampling_filter);
   }
+  GRPO_CHECK_CONFIG(!master_.masters().empty(), "GrpoTrainer: the model has no parameter that requires grad");
+  model_->eval();  // sampling and the log-prob pass; policy_update switches to training mode (LoRA dropout)
   broadcast_parameters(group_, *model_);  // every rank starts from rank 0's weights
-  if (options_.kl.beta > 0.0 || options_.kl_in_reward.enabled()) reference_ = policy_.frozen_copy();
+  master_.parameters_to_masters();  // the masters of rank 0's weights
+  const bool lora = model_->lora_options().has_value();
+  GRPO_CHECK_CONFIG(!lora || options_.ref_sync_every == 0,
+                    "ref_sync_every: a LoRA run's reference is the base model without adapters; TR-DPO reference "
+                    "syncing would need a second copy of the weights (use a full fine-tune, or ref_sync_every 0)");
+  if (options_.kl.beta > 0.0 || options_.kl_in_reward.enabled()) {
+    // LoRA: the base model is the reference, computed with the adapters off (no second copy of the weights).
+    reference_ = lora ? policy_ : policy_.frozen_copy();
+    lora_reference_ = lora;
+  }
   // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
   synced_reference_ = reference_ && options_.ref_sync_every > 0;
 }
@@ -445,6 +458,8 @@ void GrpoTrainer::add_log_probs(StepBatch& batch) {
   }
   if (reference_) {
     const auto started = std::chrono::steady_clock::now();
+    std::optional<models::LoraDisabled> base_only;
+    if (lora_reference_) base_only.emplace(model_);
     batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs;
     batch.ref_log_prob_seconds = seconds_since(started);
   }
@@ -555,6 +570,12 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
 
 UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageOutput& adv) {
   UpdateResult out;
+  // Training mode while the loss is computed (LoRA dropout), evaluation mode for sampling and the log-prob pass.
+  struct TrainingMode {
+    models::CausalLM& model;
+    explicit TrainingMode(models::CausalLM& m) : model(m) { model->train(true); }
+    ~TrainingMode() { model->train(false); }
+  } training_mode(model_);
   const Rollout& rollout = batch.rollout;
   const std::int64_t rows = batch.rows();  // may be 0 on a rank whose groups were all dropped
   const ContextStage& stage = context_.current();
@@ -624,6 +645,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       out.forward_seconds += seconds_since(forward_started);
       const auto backward_started = std::chrono::steady_clock::now();
       result.loss.backward();
+      master_.accumulate_gradients();  // half-precision gradients summed in fp32
       out.backward_seconds += seconds_since(backward_started);
       parts.push_back(loss_metric_values(result.metrics));
       bonus_entropy += result.metrics.bonus_entropy_sum;
@@ -636,8 +658,9 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       parts.push_back(loss_metric_values(none));
     }
     const auto optimizer_started = std::chrono::steady_clock::now();
-    all_reduce_gradients(group_, model_->parameters());  // summed: each rank's loss has the global normaliser
-    out.grad_norm = clip_and_step(optimizer_, model_->parameters(), options_.max_grad_norm);
+    all_reduce_gradients(group_, master_.masters());  // summed: each rank's loss has the global normaliser
+    out.grad_norm = clip_and_step(optimizer_, master_.masters(), options_.max_grad_norm);
+    master_.masters_to_parameters();
     out.optimizer_seconds += seconds_since(optimizer_started);
     if (entropy_.adaptive()) {  // the window's entropy over every rank's loss tokens
       entropy_.update(group_.all_reduce(bonus_entropy), group_.all_reduce(bonus_tokens));
@@ -839,7 +862,7 @@ std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkp
   if (std::isfinite(entropy_.last_entropy())) state.values["entropy/last"] = entropy_.last_entropy();
   prompts_.save_state(state);
   auto path = save_checkpoint(group_, checkpoints, model_, optimizer_, state,
-                              synced_reference_ ? &reference_->model() : nullptr);
+                              synced_reference_ ? &reference_->model() : nullptr, &master_);
   for (const auto& callback : callbacks_) callback->on_save(*this, step, path);
   return path;
 }
@@ -848,7 +871,8 @@ std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
   const auto latest = checkpoints.latest();
   if (!latest) return 0;
   const auto state =
-      load_checkpoint(group_, latest->path, model_, optimizer_, synced_reference_ ? &reference_->model() : nullptr);
+      load_checkpoint(group_, latest->path, model_, optimizer_, synced_reference_ ? &reference_->model() : nullptr,
+                      &master_);
   prompts_.load_state(state);
   // An adaptive β continues where it was; a fixed one is the options' (which the resumed run may change).
   if (const auto beta = state.values.find("kl_coef");

@@ -141,17 +141,12 @@ SftConversation read_row(simdjson::dom::element root, std::string where) {
 // ---------------------------------------------------------------------------------------------------------------
 // Packed forward
 
-/// The decoder stack of models::CausalLM run with explicit positions and a block-diagonal causal mask. Uses the
-/// model's public submodules (Hugging Face names: "model" → embed_tokens, layers, norm), exactly as its forward
-/// does, only with the mask and rotary positions of the packed batch.
+/// The decoder stack of models::CausalLM run with explicit positions and a block-diagonal causal mask: the model's
+/// own decoder (DecoderImpl::forward, with its activation checkpointing), only with the mask and rotary positions of
+/// the packed batch.
 torch::Tensor packed_hidden_states(models::CausalLM& model, const SftBatch& batch) {
-  auto children = model->named_children();
-  const auto* found = children.find("model");
-  GRPO_CHECK(found != nullptr, "sft_hidden_states: the model has no 'model' decoder submodule");
-  auto decoder = std::dynamic_pointer_cast<models::DecoderImpl>(*found);
-  GRPO_CHECK(decoder != nullptr, "sft_hidden_states: the model's 'model' submodule is not a models::Decoder");
-
-  const auto& weight = decoder->embed_tokens->weight;
+  models::DecoderImpl& decoder = model->decoder();
+  const auto& weight = decoder.embed_tokens->weight;
   const auto dtype = weight.scalar_type();
   const auto device = weight.device();
   const int64_t time = batch.input_ids.size(1);
@@ -183,15 +178,7 @@ torch::Tensor packed_hidden_states(models::CausalLM& model, const SftBatch& batc
                             .masked_fill_(visible.logical_not(), std::numeric_limits<float>::lowest())
                             .unsqueeze(1);
 
-  auto h = decoder->embed_tokens(ids);
-  for (std::size_t i = 0; i < decoder->layers->size(); ++i) {
-    auto* layer = decoder->layers[i]->as<models::DecoderLayerImpl>();
-    GRPO_CHECK(layer != nullptr, "sft_hidden_states: layer {} is not a models::DecoderLayer", i);
-    torch::Tensor key, value;  // no cache: start empty, dropped after the layer
-    h = h + layer->self_attn->forward(layer->input_layernorm(h), cos, sin, additive, key, value);
-    h = h + layer->mlp(layer->post_attention_layernorm(h));
-  }
-  return decoder->norm(h);
+  return decoder.forward(decoder.embed_tokens(ids), cos, sin, additive);
 }
 
 void check_batch(const SftBatch& batch) {

@@ -31,18 +31,7 @@ ModelConfig tiny_config(Architecture architecture) {
 }
 
 CausalLM make_model(Architecture architecture, int seed = 7) {
-  torch::manual_seed(seed);
-  CausalLM model(tiny_config(architecture));
-  model->to(torch::kFloat64);
-  {
-    torch::NoGradGuard no_grad;  // make norms and biases non-trivial so the test sees them
-    for (auto& p : model->named_parameters()) {
-      if (p.value().dim() == 1) p.value().uniform_(0.5, 1.5);
-      if (p.key().find("bias") != std::string::npos) p.value().normal_(0.0, 0.1);
-      if (p.value().dim() == 2) p.value().normal_(0.0, 0.3);
-    }
-  }
-  return model;
+  return grpo::testing::random_fp64_model(tiny_config(architecture), seed);
 }
 
 /// An independent fp64 re-derivation of the decoder from the formulas, element loops for RoPE and attention.
@@ -124,12 +113,7 @@ torch::Tensor reference_logits(const CausalLM& model, const torch::Tensor& ids, 
   return logits;
 }
 
-fs::path temp_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("grpo_models_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir(const std::string& name) { return grpo::testing::fresh_temp_dir("models_" + name); }
 
 }  // namespace
 

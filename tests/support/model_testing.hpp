@@ -2,9 +2,14 @@
 // Tiny model configurations for tests that need a real grpo::models::CausalLM.
 #pragma once
 
+#include <grpo/models/causal_lm.hpp>
 #include <grpo/models/model_config.hpp>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <string>
 
 namespace grpo::testing {
 
@@ -30,6 +35,28 @@ inline models::ModelConfig tiny_model_config(const TinyModelSizes& sizes = {}) {
   c.num_key_value_heads = sizes.kv_heads;
   c.rope_theta = sizes.rope_theta;
   return c;
+}
+
+/// A model of `config` in fp64 with every parameter random and non-trivial (norm weights in [0.5, 1.5], biases
+/// N(0, 0.1), matrices N(0, 0.3)), so that tests see each of them.
+inline models::CausalLM random_fp64_model(const models::ModelConfig& config, int seed) {
+  torch::manual_seed(seed);
+  models::CausalLM model(config, models::WeightInit::none, torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters()) {
+    if (p.value().dim() == 1) p.value().uniform_(0.5, 1.5);
+    if (p.key().find("bias") != std::string::npos) p.value().normal_(0.0, 0.1);
+    if (p.value().dim() == 2) p.value().normal_(0.0, 0.3);
+  }
+  return model;
+}
+
+/// A fresh empty directory under the system temp directory, unique to this process.
+inline std::filesystem::path fresh_temp_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("grpo_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 }  // namespace grpo::testing

@@ -2,10 +2,12 @@
 // GrpoTrainer as a library user composes it: a prompt source and a surrogate of their own, steps, save, restore and a
 // bit-exact resume; overlapped scoring equals sequential scoring; pass rates reach the source over the judged
 // completions only; the phases compose into step(); a registered surrogate equals the built-in one it re-implements.
+#include <grpo/models/lora.hpp>
 #include <grpo/train/grpo_trainer.hpp>
 #include <grpo/loss/recipes.hpp>
 #include <grpo/io/read_file.hpp>
 #include <support/model_testing.hpp>
+#include <support/tensor_testing.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -95,8 +97,12 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
   models::CausalLM model;
   std::unique_ptr<train::GrpoTrainer> trainer;
   /// adaptive_entropy: the entropy bonus starts at 0.01 and moves by 0.01 per optimizer step towards `target`.
-  explicit CopyRun(std::optional<double> adaptive_entropy_target = std::nullopt)
+  /// dtype: the model's; lora: adapters on every projection (the reference is then the base model, not synced).
+  explicit CopyRun(std::optional<double> adaptive_entropy_target = std::nullopt,
+                   torch::ScalarType dtype = torch::kFloat32, bool lora = false)
       : model((torch::manual_seed(7), models::CausalLM(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32})))) {
+    model->to(dtype);
+    if (lora) models::add_lora(model, {.rank = 2, .alpha = 4, .dropout = 0.1, .target_modules = {"all-linear"}});
     train::GrpoTrainerOptions o{.steps = 4, .prompts_per_step = 4, .group_size = 4, .seed = 11};
     if (adaptive_entropy_target) {
       o.adaptive_entropy = train::AdaptiveEntropyOptions{.target = *adaptive_entropy_target, .delta = 0.01};
@@ -104,7 +110,7 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
     o.sampling.max_new_tokens = 2;
     o.loss = recipes::grpo();
     o.kl = {.type = train::KlControl::adaptive, .beta = 0.02, .target = 1e-6, .horizon = 20};  // β moves every step
-    o.ref_sync_every = 1;  // a reference that moves too (saved in checkpoints)
+    o.ref_sync_every = lora ? 0 : 1;  // a reference that moves too (saved in checkpoints)
     o.ref_sync_alpha = 0.5;
     o.dynamic_sampling_max_rounds = 2;  // extra rounds draw more prompts: the source's state matters
     o.mu = 2;
@@ -153,6 +159,112 @@ TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train,
     CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
   }
   CHECK(same_parameters(resumed.model, straight.model));
+}
+
+TEST_CASE("GrpoTrainer: a bf16 model trains through fp32 master weights, a LoRA model trains its adapters only; both "
+          "resume bit-exactly", "[train][trainer][precision][lora]") {
+  register_reinforce("test_reinforce");
+  struct Variant {
+    const char* name;
+    torch::ScalarType dtype;
+    bool lora;
+  };
+  for (const Variant variant : {Variant{"bf16", torch::kBFloat16, false}, Variant{"fp32 LoRA", torch::kFloat32, true},
+                                Variant{"bf16 LoRA", torch::kBFloat16, true}}) {
+    INFO(variant.name);
+    const auto dir = scratch(std::string("precision_") + (variant.lora ? "lora_" : "") + c10::toString(variant.dtype));
+    train::CheckpointManager checkpoints({.directory = dir, .keep_last = 0});
+    CopyRun straight(std::nullopt, variant.dtype, variant.lora);
+    std::map<std::string, torch::Tensor> start;
+    for (const auto& p : straight.model->named_parameters()) start.emplace(p.key(), p.value().clone());
+    std::vector<train::Scalars> metrics;
+    for (std::int64_t step = 1; step <= 4; ++step) {
+      metrics.push_back(straight.trainer->step(step).scalars);
+      if (step == 2) straight.trainer->save(checkpoints, step);
+    }
+    // What moved: every trainable parameter; with LoRA nothing else.
+    for (const auto& p : straight.model->named_parameters()) {
+      INFO(p.key());
+      CHECK(p.value().scalar_type() == (models::is_lora_parameter(p.key()) ? torch::kFloat32 : variant.dtype));
+      CHECK(torch::equal(p.value(), start.at(p.key())) == (variant.lora && !models::is_lora_parameter(p.key())));
+    }
+    const std::map<std::string, double> last(metrics.back().begin(), metrics.back().end());
+    CHECK(last.at("kl") > 0.0);
+    const auto file = dir / "checkpoint-2";
+    CHECK(fs::exists(file / "adapter" / "adapter_model.safetensors") == variant.lora);
+    CHECK(fs::exists(file / "master_weights.safetensors") == (variant.dtype == torch::kBFloat16 && !variant.lora));
+    CHECK(models::from_pretrained(file)->lm_head_weight().scalar_type() == variant.dtype);  // saved as trained
+
+    CopyRun resumed(std::nullopt, variant.dtype, variant.lora);
+    REQUIRE(resumed.trainer->restore(checkpoints) == 2);
+    for (std::int64_t step = 3; step <= 4; ++step) {
+      CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
+    }
+    CHECK(same_parameters(resumed.model, straight.model));
+    // A resumed run without the fp32 masters would round them from bf16: the checkpoint is required to have them.
+    if (variant.dtype == torch::kBFloat16 && !variant.lora) {
+      fs::remove(file / "master_weights.safetensors");
+      CopyRun without(std::nullopt, variant.dtype, false);
+      CHECK_THROWS_WITH(without.trainer->restore(checkpoints), Catch::Contains("master_weights.safetensors"));
+    }
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("GrpoTrainer with LoRA: the reference log-probs are the base model's (the adapters off), no second copy",
+          "[train][trainer][lora]") {
+  register_reinforce("test_reinforce");
+  CopyRun run(std::nullopt, torch::kFloat32, true);
+  {
+    torch::NoGradGuard no_grad;  // adapters that change the outputs
+    for (auto& p : run.model->named_parameters()) {
+      if (models::is_lora_parameter(p.key())) p.value().normal_(0.0, 0.5);
+    }
+  }
+  run.trainer->begin_step(1);
+  const auto batch = run.trainer->collect_groups(1);
+  REQUIRE(batch.ref_log_probs.defined());
+  torch::NoGradGuard no_grad;
+  Policy<models::CausalLM> base(models::deep_copy(run.model));  // deep_copy has no adapters: the base
+  Policy<models::CausalLM> adapted(run.model);
+  GRPO_REQUIRE_CLOSE(batch.ref_log_probs, base.token_log_probs(batch.rollout).log_probs, 0, 0);
+  CHECK((batch.ref_log_probs - adapted.token_log_probs(batch.rollout).log_probs).abs().max().item<double>() > 1e-3);
+}
+
+TEST_CASE("MasterWeights: updates below bf16's resolution accumulate in fp32, and micro-batch gradients sum in fp32",
+          "[train][precision]") {
+  // Weights near 1 (bf16 spacing 2⁻⁷ above 1, 2⁻⁸ below) and Adam steps of lr = 1e-3: a pure bf16 update is rounded away.
+  auto weight = torch::full({4}, 1.0, torch::kBFloat16).set_requires_grad(true);
+  train::MasterWeights master({{"w", weight}});
+  REQUIRE(master.mixed());
+  REQUIRE(master.masters()[0].scalar_type() == torch::kFloat32);
+  auto reference = torch::full({4}, 1.0, torch::kFloat32).set_requires_grad(true);  // what fp32 training computes
+  torch::optim::AdamW optimizer(master.masters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.0));
+  torch::optim::AdamW fp32(std::vector<torch::Tensor>{reference}, torch::optim::AdamWOptions(1e-3).weight_decay(0.0));
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    fp32.zero_grad();
+    // Two micro-batches whose gradients are exact in bf16 but whose bf16 sum is not (1 + 2⁻⁹ rounds to 1).
+    for (double g : {1.0, 1.0 / 512}) {
+      (weight * g).sum().backward();
+      master.accumulate_gradients();
+      CHECK_FALSE(weight.grad().defined());
+      (reference * g).sum().backward();
+    }
+    CHECK(torch::equal(master.masters()[0].grad(), reference.grad()));
+    optimizer.step();
+    fp32.step();
+    master.masters_to_parameters();
+  }
+  CHECK(torch::equal(master.masters()[0], reference.detach()));
+  CHECK(reference.detach()[0].item<double>() == Approx(1.0 - 10e-3).epsilon(1e-4));
+  CHECK(torch::equal(weight.detach(), reference.detach().to(torch::kBFloat16)));  // 0.99 in bf16: the update landed
+  // Full-precision parameters are their own masters.
+  auto full = torch::ones({3}, torch::kFloat32).set_requires_grad(true);
+  train::MasterWeights same({{"w", full}});
+  CHECK_FALSE(same.mixed());
+  CHECK(same.masters()[0].is_same(full));
+  CHECK(same.state().empty());
 }
 
 TEST_CASE("GrpoTrainer: each phase's time and the peak memory are in the step's metrics, inside the step's time",

@@ -14,7 +14,10 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace grpo::models {
@@ -30,9 +33,67 @@ struct KvCache {
   void select_rows(const torch::Tensor& rows);
 };
 
+/// How a new model's weights start.
+enum class WeightInit {
+  /// transformers' _init_weights: linear and embedding weights N(0, 0.02), biases 0, norms 1. The generator is
+  /// drawn from exactly as torch::nn::Linear and torch::nn::Embedding's own initialisation did before (then
+  /// overwritten), so a seed gives the same model as in earlier versions of this library.
+  normal,
+  /// Uninitialised memory (norms 1), for weights that are loaded right after (from_pretrained): no time spent
+  /// drawing 494 M random numbers that are overwritten (2.7 s for Qwen2.5-0.5B here).
+  none,
+};
+
+struct LinearImpl;
+
+/// A LoRA configuration (lora.hpp), with the fields and defaults of peft's LoraConfig (and its default targets for
+/// Qwen2 and Llama, q_proj and v_proj).
+struct LoraOptions {
+  int64_t rank = 8;       ///< r
+  double alpha = 8.0;     ///< lora_alpha
+  double dropout = 0.0;   ///< lora_dropout
+  /// Module names or suffixes ("q_proj"), a regular expression (one entry), or "all-linear".
+  std::vector<std::string> target_modules = {"q_proj", "v_proj"};
+  bool use_rslora = false;                   ///< scaling α / √r instead of α / r
+  std::vector<int64_t> layers_to_transform;  ///< decoder layer indexes to adapt (empty = all)
+
+  double scaling() const;
+  /// Throws ConfigError naming r, lora_alpha, lora_dropout, target_modules or layers_to_transform.
+  void validate() const;
+};
+
+/// A LoRA adapter of one Linear (Hu et al. 2021; peft's lora.Linear): y += B·A·dropout(x) · scaling, A [r, in],
+/// B [out, r] (Hugging Face names "<module>.lora_A.weight", "<module>.lora_B.weight"). Added by
+/// models::add_lora (lora.hpp).
+struct LoraAdapter {
+  std::shared_ptr<LinearImpl> a, b;
+  double scaling = 1.0;  ///< lora_alpha / r (or / √r with rsLoRA)
+  double dropout = 0.0;  ///< on the adapter's input, in training mode only
+  bool enabled = true;   ///< false: the base layer alone (the reference policy of a LoRA run)
+};
+
+/// y = x·Wᵀ + b for x [..., in], weight [out, in], bias [out] (or none), plus its LoRA adapter when it has one.
+struct LinearImpl : torch::nn::Module {
+  LinearImpl(int64_t in, int64_t out, bool bias, WeightInit init = WeightInit::normal,
+             const torch::TensorOptions& options = {});
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight, bias;
+  std::optional<LoraAdapter> lora;
+};
+TORCH_MODULE(Linear);
+
+/// Token embedding: weight [V, H]; forward(ids [...]) → [..., H].
+struct EmbeddingImpl : torch::nn::Module {
+  EmbeddingImpl(int64_t count, int64_t dim, WeightInit init = WeightInit::normal,
+                const torch::TensorOptions& options = {});
+  torch::Tensor forward(const torch::Tensor& ids);
+  torch::Tensor weight;
+};
+TORCH_MODULE(Embedding);
+
 /// RMSNorm: x / sqrt(mean(x²) + eps) · weight, computed in at least fp32 and cast back (as transformers does).
 struct RmsNormImpl : torch::nn::Module {
-  RmsNormImpl(int64_t size, double eps);
+  RmsNormImpl(int64_t size, double eps, const torch::TensorOptions& options = {});
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
   double eps;
@@ -41,12 +102,12 @@ TORCH_MODULE(RmsNorm);
 
 /// Grouped-query self-attention with rotary embeddings (and per-head q/k RMSNorm for Qwen3).
 struct AttentionImpl : torch::nn::Module {
-  explicit AttentionImpl(const ModelConfig& config);
+  AttentionImpl(const ModelConfig& config, WeightInit init, const torch::TensorOptions& options);
   /// x [B, T, H]; cos/sin [B, T, D]; additive mask [B, 1, T, S]; key/value: the cached [B, Hkv, S − T, D] or
   /// undefined, extended to [B, Hkv, S, D] (see KvCache). Returns [B, T, H].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask, torch::Tensor& key, torch::Tensor& value);
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RmsNorm q_norm{nullptr}, k_norm{nullptr};
   int64_t heads, kv_heads, head_dim;
 };
@@ -54,15 +115,22 @@ TORCH_MODULE(Attention);
 
 /// SwiGLU MLP: down(silu(gate(x)) · up(x)).
 struct MlpImpl : torch::nn::Module {
-  explicit MlpImpl(const ModelConfig& config);
+  MlpImpl(const ModelConfig& config, WeightInit init, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(Mlp);
 
 /// Pre-norm decoder layer: x + attn(norm(x)), then + mlp(norm(x)).
 struct DecoderLayerImpl : torch::nn::Module {
-  explicit DecoderLayerImpl(const ModelConfig& config);
+  DecoderLayerImpl(const ModelConfig& config, WeightInit init, const torch::TensorOptions& options);
+  /// h [B, T, H] → [B, T, H]; cos, sin, mask, key, value as AttentionImpl::forward.
+  torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& mask, torch::Tensor& key, torch::Tensor& value);
+  /// Its parameters that require gradients (all of them, or only the LoRA adapters after add_lora).
+  std::vector<torch::Tensor> trainable_parameters() const;
+  /// Whether forward in training mode draws random numbers (LoRA dropout).
+  bool draws_random_numbers() const;
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   Attention self_attn{nullptr};
   Mlp mlp{nullptr};
@@ -71,10 +139,17 @@ TORCH_MODULE(DecoderLayer);
 
 /// The decoder stack ("model." in Hugging Face names): embed_tokens, layers, norm.
 struct DecoderImpl : torch::nn::Module {
-  explicit DecoderImpl(const ModelConfig& config);
-  torch::nn::Embedding embed_tokens{nullptr};
+  DecoderImpl(const ModelConfig& config, WeightInit init, const torch::TensorOptions& options);
+  /// The layers then the final norm: embedded h [B, T, H], rotary cos/sin [B, T, D], additive mask [B, 1, T, S]
+  /// (AttentionImpl::forward) → [B, T, H]. With a cache each layer appends its keys and values to it. Without one,
+  /// while gradients are recorded and gradient_checkpointing is on, each layer keeps only its input for backward
+  /// and runs again there (activation checkpointing: the layers' activations are never all alive at once).
+  torch::Tensor forward(torch::Tensor h, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
+                        KvCache* cache = nullptr);
+  Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers;
   RmsNorm norm{nullptr};
+  bool gradient_checkpointing = false;
 };
 TORCH_MODULE(Decoder);
 
@@ -84,7 +159,9 @@ class CausalLMImpl : public torch::nn::Module {
  public:
   using Cache = KvCache;  ///< what grpo::SupportsKvCache looks for
 
-  explicit CausalLMImpl(ModelConfig config);
+  /// A model of `config` with weights started by `init`, created with `options` (dtype and device; default fp32 CPU).
+  explicit CausalLMImpl(ModelConfig config, WeightInit init = WeightInit::normal,
+                        const torch::TensorOptions& options = {});
 
   /// Logits [B, T, V] (dtype of the weights) for input_ids [B, T] int64; attention_mask [B, T] (undefined = all 1).
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
@@ -100,11 +177,22 @@ class CausalLMImpl : public torch::nn::Module {
   torch::Tensor forward_step_last(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, KvCache& cache);
 
   const ModelConfig& config() const { return config_; }
-  /// Copies tensors with Hugging Face names into the parameters (converting dtype). Throws grpo::Error naming any
+  /// Per-decoder-layer activation checkpointing (DecoderImpl::forward) for every forward that records gradients:
+  /// activation memory of one layer plus each layer's input instead of all layers' activations, for about one more
+  /// forward of compute in backward. Gradients are the same (tests/models: fp64, within rounding).
+  void set_gradient_checkpointing(bool on) { model_->gradient_checkpointing = on; }
+  bool gradient_checkpointing() const { return model_->gradient_checkpointing; }
+  /// The LoRA configuration of the adapters add_lora put on this model (none: no adapters).
+  const std::optional<LoraOptions>& lora_options() const { return lora_; }
+  void set_lora_options(std::optional<LoraOptions> options) { lora_ = std::move(options); }
+  /// The decoder stack (embed_tokens, layers, norm), for code that runs it with its own positions and mask.
+  DecoderImpl& decoder() { return *model_; }
+  /// Copies tensors with Hugging Face names into the base parameters (converting dtype; LoRA adapters are not part
+  /// of it: lora.hpp loads them). Throws grpo::Error naming any
   /// missing tensor, or a tensor whose shape differs (with both shapes); with strict, also unexpected names.
   /// "lm_head.weight" is ignored when embeddings are tied; rotary "inv_freq" buffers are always ignored.
   void load_hf_state(const std::map<std::string, torch::Tensor>& tensors, bool strict = true);
-  /// Parameters under their Hugging Face names (detached), as saved by save_pretrained.
+  /// Base parameters (no LoRA adapters) under their Hugging Face names (detached), as saved by save_pretrained.
   std::map<std::string, torch::Tensor> hf_state() const;
 
  private:
@@ -112,8 +200,9 @@ class CausalLMImpl : public torch::nn::Module {
 
   ModelConfig config_;
   Decoder model_{nullptr};
-  torch::nn::Linear lm_head_{nullptr};
+  Linear lm_head_{nullptr};
   torch::Tensor inv_freq_;  // [D/2] fp64, not a parameter
+  std::optional<LoraOptions> lora_;
 };
 TORCH_MODULE(CausalLM);
 
@@ -122,12 +211,18 @@ TORCH_MODULE(CausalLM);
 /// layers with positions of its own, e.g. packed SFT rows).
 torch::Tensor rope_inverse_frequencies(const ModelConfig& config);
 
-/// A deep copy: a new model with the same config and copies of every parameter (same dtype and device).
+/// Whether a parameter name is a LoRA adapter's ("….lora_A.weight", "….lora_B.weight").
+bool is_lora_parameter(std::string_view name);
+
+/// A deep copy: a new model with the same config and copies of every base parameter (same dtype and device), the
+/// same gradient-checkpointing setting, and no LoRA adapters.
 /// Found by argument-dependent lookup from grpo::Policy::frozen_copy.
 CausalLM deep_copy(const CausalLM& model);
 
 /// Loads config.json and the safetensors weights (single or sharded) of a checkpoint directory into a new model in
-/// the requested dtype (default: the config's torch_dtype) on the requested device, in eval mode.
+/// the requested dtype (default: the config's torch_dtype) on the requested device, in eval mode. Parameters are
+/// created uninitialised in that dtype and device and filled from the files (no random initialisation, no fp32
+/// staging copy).
 CausalLM from_pretrained(const std::filesystem::path& directory, std::optional<torch::ScalarType> dtype = std::nullopt,
                          torch::Device device = torch::kCPU);
 

@@ -35,6 +35,10 @@ struct PolicyOptions {
   /// Models with hidden states (fused path): rows of logits computed at once inside linear_token_log_probs
   /// (0 = automatic, about 128 MiB of logits). Unused for models that only return logits.
   int64_t chunk_rows = 0;
+  /// Models with hidden states, in half precision: the log-probs (and their gradients) from fp32 copies of the
+  /// hidden states and the lm_head weight (TRL's cast_lm_head_to_fp32, ScaleRL's fp32 head): the logits' rounding
+  /// in bf16 (about 3 significant digits) no longer enters the log-probs and the importance ratios.
+  bool fp32_lm_head = false;
 };
 
 /// A policy: any model meeting CausalLanguageModel, plus temperature and chunking. Models that expose hidden states
@@ -74,7 +78,12 @@ class Policy {
       TokenLogProbs out;
       if constexpr (ExposesHiddenStates<ModelType>) {
         auto hidden = model_->hidden_states(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
-        out = linear_token_log_probs(hidden, model_->lm_head_weight(), completion_ids,
+        auto head = model_->lm_head_weight();
+        if (options_.fp32_lm_head && hidden.element_size() < 4) {
+          hidden = hidden.to(torch::kFloat32);
+          head = head.to(torch::kFloat32);
+        }
+        out = linear_token_log_probs(hidden, head, completion_ids,
                                      {.temperature = options_.temperature,
                                       .chunk_rows = options_.chunk_rows,
                                       .with_entropy = with_entropy,

@@ -11,6 +11,11 @@
 //     reference/                       optional: a second model (the KL reference when it is synced to the policy
 //                                      during the run, so a resumed run continues with the same reference), in the
 //                                      same Hugging Face layout
+//     adapter/                         a LoRA model's adapters (models::save_lora_adapter: peft's
+//                                      adapter_config.json + adapter_model.safetensors); the files above hold the
+//                                      base model
+//     master_weights.safetensors       mixed precision: the fp32 master copies of the half-precision trainable
+//                                      parameters (MasterWeights), by parameter name
 //
 // A checkpoint is first written to "checkpoint-<step>.tmp" and renamed when complete, so a crash leaves either the
 // previous set of checkpoints or a ".tmp" directory that latest() ignores and the next save() removes. One writer
@@ -18,6 +23,7 @@
 #pragma once
 
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/train/master_weights.hpp>
 
 #include <torch/torch.h>
 
@@ -61,11 +67,13 @@ class CheckpointManager {
   explicit CheckpointManager(CheckpointOptions options);
 
   /// Writes checkpoint-<state.step> (model, optimizer, the default CPU generator's state, `state` and, when not
-  /// null, `reference` in reference/), replacing one of the same step, then deletes stray ".tmp" directories and all
+  /// null, `reference` in reference/; a LoRA model's adapters in adapter/; the masters of mixed-precision
+  /// `master_weights`), replacing one of the same step, then deletes stray ".tmp" directories and all
   /// but the newest keep_last checkpoints. Returns the checkpoint's path. Throws grpo::Error naming the path when it
   /// cannot be written (the previous checkpoints stay as they were) or for a negative step.
   std::filesystem::path save(const models::CausalLM& model, const torch::optim::Optimizer& optimizer,
-                             const TrainerState& state, const models::CausalLM* reference = nullptr);
+                             const TrainerState& state, const models::CausalLM* reference = nullptr,
+                             const MasterWeights* master_weights = nullptr);
 
   /// Complete checkpoints (directories "checkpoint-<digits>" holding trainer_state.json), oldest first.
   std::vector<CheckpointInfo> list() const;
@@ -75,9 +83,12 @@ class CheckpointManager {
   /// Loads a checkpoint written by save into an existing model (same architecture; parameters are copied in
   /// place, so an optimizer built on them stays valid) and optimizer, restores the default CPU generator's state,
   /// and returns the trainer state. With `reference`, also loads reference/ into it (grpo::Error when the checkpoint
-  /// was saved without one). Throws grpo::Error / ParseError naming the file that is missing or malformed.
+  /// was saved without one). A LoRA model's adapters are loaded from adapter/; with mixed-precision
+  /// `master_weights`, the fp32 masters from master_weights.safetensors (grpo::Error when either is missing).
+  /// Throws grpo::Error / ParseError naming the file that is missing or malformed.
   static TrainerState load(const std::filesystem::path& checkpoint, models::CausalLM& model,
-                           torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr);
+                           torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr,
+                           MasterWeights* master_weights = nullptr);
 
   const CheckpointOptions& options() const { return options_; }
 
@@ -102,13 +113,15 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
                                                      const models::CausalLM& model,
                                                      const torch::optim::Optimizer& optimizer,
                                                      const TrainerState& state,
-                                                     const models::CausalLM* reference = nullptr);
+                                                     const models::CausalLM* reference = nullptr,
+                                                     const MasterWeights* master_weights = nullptr);
 
 /// Every rank loads the same checkpoint (CheckpointManager::load: the path must be readable by all ranks, e.g. a
 /// shared file system), then meets the others at a barrier. The saved generator state is rank 0's; with world size
 /// > 1 each rank then reseeds the default CPU generator from (state.seed, state.step, rank) so that ranks do not
 /// sample identical streams. Returns the trainer state. Collective.
 TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
-                             torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr);
+                             torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr,
+                             MasterWeights* master_weights = nullptr);
 
 }  // namespace grpo::train

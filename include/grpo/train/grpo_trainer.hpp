@@ -45,6 +45,7 @@
 #include <grpo/train/entropy_controller.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
+#include <grpo/train/master_weights.hpp>
 #include <grpo/train/metrics_writer.hpp>
 #include <grpo/train/prompt_source.hpp>
 #include <grpo/train/step_scorer.hpp>
@@ -135,6 +136,9 @@ struct GrpoTrainerOptions {
   /// Each round's prompts (this rank's share) are sampled in this many chunks, each with its own seed; the scorer
   /// scores chunk k while chunk k + 1 is sampled when it prefetches.
   std::int64_t generation_chunks = 1;
+  /// Log-probs (and their gradient) from an fp32 copy of the hidden states and the lm_head weight when the model is
+  /// in half precision (TRL's cast_lm_head_to_fp32; PolicyOptions::fp32_lm_head).
+  bool fp32_lm_head = false;
   double learning_rate = 1e-3;          ///< AdamW's base rate (a context stage may change it)
   double weight_decay = 0.0;
   std::int64_t warmup_steps = 0;
@@ -247,7 +251,8 @@ class GrpoTrainer {
  public:
   /// Keeps references to `prompts`, `scorer` and `group`, which must outlive the trainer; shares `model` (the trainer
   /// trains it in place). Builds the policy (at sampling.temperature), the frozen reference when kl.beta > 0, AdamW
-  /// over the model's parameters, the context schedule and the KL controller. Throws ConfigError for invalid options.
+  /// over the parameters that require grad (a LoRA model's adapters; through fp32 master copies when they are in
+  /// half precision: MasterWeights), the context schedule and the KL controller. Throws ConfigError for invalid options.
   GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
               GrpoTrainerOptions options);
 
@@ -311,7 +316,9 @@ class GrpoTrainer {
   Policy<models::CausalLM> policy_;
   std::optional<Policy<models::CausalLM>> reference_;
   bool synced_reference_ = false;
+  bool lora_reference_ = false;  // the reference is model_ with its LoRA adapters off
   GroupAdvantage advantage_;
+  MasterWeights master_;  // fp32 masters of a half-precision model's trainable parameters (the optimizer's)
   torch::optim::AdamW optimizer_;
   ContextSchedule context_;
   KlController kl_;

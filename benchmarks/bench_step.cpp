@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: Apache-2.0
+// One whole GRPO step at Qwen2.5-0.5B's shape (494 M parameters, random weights in a checkpoint this program writes
+// and loads back), as the R1 tutorial runs it: one prompt of 128 tokens, G = 8 completions of 512 tokens, rewards,
+// the rollout policy's and the reference's log-probs, the loss (DAPO clip + β·k3 KL), backward, AdamW.
+//
+//   eager_fp32   the plain LibTorch composition a PyTorch user writes: KV-cache decoding with full [B, V] logits and
+//                torch::multinomial, log-probs as log_softmax of the full [B, T, V] logits, the loss, backward,
+//                AdamW over an fp32 model and a deep-copied fp32 reference
+//   fp32         GrpoTrainer::step on the fp32 model (fused log-prob kernels, chunked, no [B, T, V] tensor)
+//   bf16         the same with the model in bf16: fp32 master weights and AdamW state (MasterWeights)
+//   bf16_ckpt    bf16 with activation checkpointing
+//   bf16_lora    bf16 with LoRA r = 16 on every projection (the reference is the base: no copy)
+// then, for memory at longer completions, the update phase alone (policy_update on a batch of random completions of
+// --memory-completion tokens, bf16) without and with activation checkpointing.
+//
+// Each row: the phase times the trainer logs (timing_s/...), the step's peak resident memory (VmHWM after a reset of
+// the kernel's high-water mark just before the step), tokens/s of generation and of the update, and the update's
+// achieved FLOP/s against this machine's matrix-product peak for the dtype measured in the same run (6·N·tokens for
+// forward + backward, 8·N·tokens with checkpointing's recomputation; attention's T² terms left out).
+//
+//   bench_step [--layers 24] [--completion 512] [--memory-completion 1024] [--only NAME,...]
+#include <grpo/grpo.hpp>
+
+#include <support/bench_support.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+struct Shape {
+  int64_t layers = 24, prompt = 128, group = 8, completion = 512, memory_completion = 1024;
+};
+
+/// Prompt tokens are fixed; a completion's reward is the fraction of its tokens that are even, so rewards spread.
+struct SyntheticSource final : grpo::train::PromptSource {
+  explicit SyntheticSource(int64_t prompt_tokens) {
+    for (int64_t i = 0; i < prompt_tokens; ++i) prompt.push_back(1000 + (i * 7919) % 50000);
+  }
+  std::vector<grpo::train::Problem> train_batch(int64_t, int64_t count) override {
+    std::vector<grpo::train::Problem> out;
+    for (int64_t i = 0; i < count; ++i) {
+      out.push_back({.prompt_ids = prompt,
+                     .prompt_text = "synthetic",
+                     .row = std::make_shared<const grpo::rewards::Row>(grpo::rewards::Row{{"ground_truth", "0"}})});
+    }
+    return out;
+  }
+  const std::vector<grpo::train::Problem>& held_out() const override { return held; }
+  std::string decode(std::span<const int64_t> ids) const override {
+    std::string text;
+    for (int64_t id : ids) text += id % 2 == 0 ? 'e' : 'o';
+    return text;
+  }
+  std::vector<int64_t> eos_token_ids() const override { return {}; }  // every completion runs to the limit
+  int64_t pad_token_id() const override { return 0; }
+  std::vector<int64_t> prompt;
+  std::vector<grpo::train::Problem> held;
+};
+
+grpo::train::StepScorer even_token_scorer() {
+  return grpo::train::StepScorer{grpo::rewards::RewardSet(
+      {{grpo::rewards::make_reward("even_tokens",
+                                   [](const grpo::rewards::Completion& c) {
+                                     if (c.text.empty()) return 0.0;
+                                     return static_cast<double>(std::count(c.text.begin(), c.text.end(), 'e')) /
+                                            static_cast<double>(c.text.size());
+                                   }),
+        1.0}})};
+}
+
+grpo::train::GrpoTrainerOptions trainer_options(const Shape& shape) {
+  grpo::train::GrpoTrainerOptions o;
+  o.steps = 10;
+  o.prompts_per_step = 1;
+  o.group_size = shape.group;
+  o.sampling.max_new_tokens = shape.completion;
+  o.loss = grpo::recipes::dapo();
+  o.kl.beta = 0.04;                 // the reference's log-probs (TRL's former default β)
+  o.kl_in_reward.control.beta = 1e-3;  // and the rollout policy's (verl's KL in the reward needs both)
+  o.learning_rate = 1e-6;
+  return o;
+}
+
+/// This machine's matrix-product rate (FLOP/s) for `dtype` at the shape of an MLP projection of 4096 tokens.
+double matmul_peak(torch::ScalarType dtype) {
+  auto a = torch::randn({4096, 896}).to(dtype), b = torch::randn({896, 4864}).to(dtype);
+  double best = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto start = Clock::now();
+    auto c = torch::mm(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+    best = std::max(best, 2.0 * 4096 * 896 * 4864 / since(start));
+  }
+  return best;
+}
+
+struct Row {
+  std::string name;
+  std::map<std::string, double> timing;  // phase → seconds
+  double step_seconds = 0, peak_gib = 0, generated_tokens = 0, trained_tokens = 0, update_flops = 0;
+  torch::ScalarType dtype = torch::kFloat32;
+};
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+double peak_gib() { return gib(grpo::bench::proc_status_bytes("VmHWM")); }
+
+int64_t parameter_count(const grpo::models::CausalLM& model, bool trainable_only) {
+  int64_t n = 0;
+  for (const auto& p : model->parameters()) {
+    if (!trainable_only || p.requires_grad()) n += p.numel();
+  }
+  return n;
+}
+
+struct Variant {
+  std::string name;
+  torch::ScalarType dtype;
+  bool checkpointing = false, lora = false;
+};
+
+/// Matrix-product FLOPs of the update: the forward is 2·N_decoder per token of every sequence plus 2·V·H per
+/// completion token (lm_head); backward twice the forward (gradients of inputs and of weights), once with LoRA (frozen
+/// weights need no gradient; the adapters' are negligible); checkpointing adds one forward.
+double update_flops(const grpo::models::CausalLM& model, int64_t batch, int64_t prompt, int64_t completion,
+                    const Variant& v) {
+  const auto& c = model->config();
+  const double embedding = static_cast<double>(c.vocab_size * c.hidden_size);
+  const double decoder = static_cast<double>(parameter_count(model, false)) - embedding -
+                         (c.tie_word_embeddings ? 0.0 : embedding);
+  const double forward = static_cast<double>(batch) * (2.0 * decoder * static_cast<double>(prompt + completion) +
+                                                       2.0 * embedding * static_cast<double>(completion));
+  return forward * (1.0 + (v.lora ? 1.0 : 2.0) + (v.checkpointing ? 1.0 : 0.0));
+}
+
+grpo::models::CausalLM load(const fs::path& checkpoint, const Variant& v) {
+  auto model = grpo::models::from_pretrained(checkpoint, v.dtype);
+  if (v.lora) grpo::models::add_lora(model, {.rank = 16, .alpha = 32, .target_modules = {"all-linear"}});
+  model->set_gradient_checkpointing(v.checkpointing);
+  return model;
+}
+
+/// GrpoTrainer::step, with the trainer's own phase times.
+Row trainer_step(const fs::path& checkpoint, const Shape& shape, const Variant& v) {
+  auto model = load(checkpoint, v);
+  SyntheticSource source(shape.prompt);
+  auto scorer = even_token_scorer();
+  grpo::train::ProcessGroup group{grpo::train::ProcessGroupOptions{}};
+  grpo::train::GrpoTrainer trainer(model, source, scorer, group, trainer_options(shape));
+  reset_peak();
+  const auto report = trainer.step(1);
+  Row row{.name = v.name, .dtype = v.dtype};
+  row.peak_gib = peak_gib();
+  row.step_seconds = report.seconds;
+  for (const auto& [name, value] : report.scalars) {
+    if (name.starts_with("timing_s/")) row.timing[name.substr(9)] = value;
+  }
+  row.generated_tokens = static_cast<double>(shape.group * shape.completion);
+  row.trained_tokens = static_cast<double>(shape.group * (shape.prompt + shape.completion));
+  row.update_flops = update_flops(model, shape.group, shape.prompt, shape.completion, v);
+  return row;
+}
+
+/// The update phase alone on a batch of random completions: policy_update's memory at longer completions.
+Row update_only(const fs::path& checkpoint, const Shape& shape, const Variant& v) {
+  auto model = load(checkpoint, v);
+  SyntheticSource source(shape.prompt);
+  auto scorer = even_token_scorer();
+  grpo::train::ProcessGroup group{grpo::train::ProcessGroupOptions{}};
+  auto options = trainer_options(shape);
+  options.kl.beta = 0.0;
+  options.kl_in_reward.control.beta = 0.0;
+  grpo::train::GrpoTrainer trainer(model, source, scorer, group, options);
+  torch::manual_seed(3);
+  grpo::train::StepBatch batch;
+  batch.step = 1;
+  batch.group_size = shape.group;
+  batch.max_new_tokens = shape.memory_completion;
+  batch.problems = source.train_batch(1, 1);
+  auto& r = batch.rollout;
+  r.prompt_ids = torch::tensor(source.prompt).unsqueeze(0).repeat({shape.group, 1});
+  r.prompt_mask = torch::ones_like(r.prompt_ids);
+  r.completion_ids = torch::randint(0, model->config().vocab_size, {shape.group, shape.memory_completion}, torch::kInt64);
+  r.completion_mask = torch::ones_like(r.completion_ids);
+  r.truncated = torch::zeros({shape.group}, torch::kBool);
+  r.sampler_log_probs = torch::zeros({shape.group, shape.memory_completion});
+  for (int64_t g = 0; g < shape.group; ++g) {
+    batch.completions.push_back({.group = 0});
+    batch.totals.push_back(static_cast<float>(g % 2));
+  }
+  const auto advantages = trainer.advantages(batch);
+  reset_peak();
+  const auto start = Clock::now();
+  const auto update = trainer.policy_update(batch, advantages);
+  Row row{.name = v.name, .dtype = v.dtype};
+  row.step_seconds = since(start);
+  row.peak_gib = peak_gib();
+  row.timing = {{"update_actor", row.step_seconds},
+                {"update_actor/forward", update.forward_seconds},
+                {"update_actor/backward", update.backward_seconds},
+                {"update_actor/optimizer", update.optimizer_seconds}};
+  row.trained_tokens = static_cast<double>(shape.group * (shape.prompt + shape.memory_completion));
+  row.update_flops = update_flops(model, shape.group, shape.prompt, shape.memory_completion, v);
+  return row;
+}
+
+/// The plain eager composition of the same step (fp32).
+Row eager_step(const fs::path& checkpoint, const Shape& shape) {
+  auto model = grpo::models::from_pretrained(checkpoint, torch::kFloat32);
+  auto reference = grpo::models::deep_copy(model);
+  for (auto& p : reference->parameters()) p.set_requires_grad(false);
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-6).weight_decay(0.0));
+  SyntheticSource source(shape.prompt);
+  const int64_t batch = shape.group, tp = shape.prompt, tc = shape.completion;
+  reset_peak();
+  Row row{.name = "eager_fp32", .dtype = torch::kFloat32};
+  const auto step_start = Clock::now();
+  // Generation: KV cache, full logits of the last position, softmax, multinomial.
+  auto start = Clock::now();
+  auto prompt = torch::tensor(source.prompt).unsqueeze(0).repeat({batch, 1});
+  torch::Tensor completion;
+  {
+    torch::NoGradGuard no_grad;
+    grpo::models::KvCache cache;
+    auto mask = torch::ones({batch, tp}, torch::kInt64);
+    auto input = prompt;
+    std::vector<torch::Tensor> tokens;
+    for (int64_t t = 0; t < tc; ++t) {
+      auto logits = model->forward_step(input, mask, cache).select(1, -1);
+      auto token = torch::multinomial(torch::softmax(logits, -1), 1);
+      tokens.push_back(token);
+      input = token;
+      mask = torch::cat({mask, torch::ones({batch, 1}, torch::kInt64)}, 1);
+    }
+    completion = torch::cat(tokens, 1);
+  }
+  row.timing["gen"] = since(start);
+  start = Clock::now();
+  auto rewards = (completion.remainder(2) == 0).to(torch::kFloat32).mean(1);
+  auto advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-4);
+  row.timing["reward"] = since(start);
+  const auto ids = torch::cat({prompt, completion}, 1);
+  auto completion_log_probs = [&](grpo::models::CausalLM& m) {
+    auto logits = m->forward(ids).narrow(1, tp - 1, tc);
+    return torch::log_softmax(logits, -1).gather(-1, completion.unsqueeze(-1)).squeeze(-1);
+  };
+  torch::Tensor old, ref;
+  {
+    torch::NoGradGuard no_grad;
+    start = Clock::now();
+    old = completion_log_probs(model);
+    row.timing["old_log_prob"] = since(start);
+    start = Clock::now();
+    ref = completion_log_probs(reference);
+    row.timing["ref"] = since(start);
+  }
+  start = Clock::now();
+  auto log_probs = completion_log_probs(model);
+  auto loss = grpo::bench::eager_dapo_loss(log_probs, old, ref, advantages, torch::ones_like(log_probs), 0.2, 0.28, 0.04);
+  row.timing["update_actor/forward"] = since(start);
+  start = Clock::now();
+  loss.backward();
+  row.timing["update_actor/backward"] = since(start);
+  start = Clock::now();
+  torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+  optimizer.step();
+  row.timing["update_actor/optimizer"] = since(start);
+  row.timing["update_actor"] =
+      row.timing["update_actor/forward"] + row.timing["update_actor/backward"] + row.timing["update_actor/optimizer"];
+  row.step_seconds = since(step_start);
+  row.peak_gib = peak_gib();
+  row.generated_tokens = static_cast<double>(batch * tc);
+  row.trained_tokens = static_cast<double>(batch * (tp + tc));
+  row.update_flops = update_flops(model, batch, tp, tc, {"eager_fp32", torch::kFloat32});
+  return row;
+}
+
+void print(const Row& row, const std::map<torch::ScalarType, double>& peak) {
+  auto t = [&](const char* phase) {
+    auto it = row.timing.find(phase);
+    return it == row.timing.end() ? std::string("-") : fmt::format("{:.1f}", it->second);
+  };
+  const double update = row.timing.count("update_actor") ? row.timing.at("update_actor") : 0.0;
+  const double gen = row.timing.count("gen") ? row.timing.at("gen") : 0.0;
+  const double achieved = update > 0 ? row.update_flops / update : 0.0;
+  fmt::print("{:<22} {:>7.1f} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7.2f} {:>8} {:>8} {:>6.1f}%\n", row.name,
+             row.step_seconds, t("gen"), t("reward"), t("old_log_prob"), t("ref"), t("update_actor"),
+             t("update_actor/forward"), t("update_actor/backward"), t("update_actor/optimizer"), row.peak_gib,
+             gen > 0 ? fmt::format("{:.1f}", row.generated_tokens / gen) : "-",
+             update > 0 ? fmt::format("{:.0f}", row.trained_tokens / update) : "-",
+             100.0 * achieved / peak.at(row.dtype));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Shape shape;
+  std::set<std::string> only;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--layers") shape.layers = std::stoll(value);
+    else if (flag == "--completion") shape.completion = std::stoll(value);
+    else if (flag == "--memory-completion") shape.memory_completion = std::stoll(value);
+    else if (flag == "--only") {
+      for (size_t begin = 0, end; begin <= value.size(); begin = end + 1) {
+        end = value.find(',', begin);
+        if (end == std::string::npos) end = value.size();
+        only.insert(value.substr(begin, end - begin));
+      }
+    } else {
+      fmt::print(stderr, "bench_step: unknown flag {} (--layers, --completion, --memory-completion, --only)\n", flag);
+      return 2;
+    }
+  }
+  grpo::bench::use_all_hardware_threads();
+  const fs::path checkpoint = fs::temp_directory_path() / fmt::format("grpo_bench_step_{}", ::getpid());
+  {
+    grpo::models::ModelConfig config;  // Qwen2.5-0.5B's shape
+    config.num_hidden_layers = shape.layers;
+    torch::manual_seed(0);
+    grpo::models::CausalLM model(config, grpo::models::WeightInit::normal, torch::kBFloat16);
+    grpo::models::save_pretrained(model, checkpoint);
+  }
+  const std::map<torch::ScalarType, double> peak = {{torch::kFloat32, matmul_peak(torch::kFloat32)},
+                                                   {torch::kBFloat16, matmul_peak(torch::kBFloat16)}};
+  fmt::print("Qwen2.5-0.5B shape, {} layers; prompt {}, G = {} × {} tokens; {} threads; matmul peak fp32 {:.0f} "
+             "GFLOP/s, bf16 {:.0f} GFLOP/s\n",
+             shape.layers, shape.prompt, shape.group, shape.completion, at::get_num_threads(),
+             peak.at(torch::kFloat32) / 1e9, peak.at(torch::kBFloat16) / 1e9);
+  fmt::print("{:<22} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7} {:>8} {:>8} {:>7}\n", "config",
+             "step_s", "gen", "reward", "old_lp", "ref", "update", "fwd", "bwd", "optim", "peak_GB", "gen_tok/s",
+             "upd_tok/s", "of_peak");
+  auto wanted = [&](const std::string& name) { return only.empty() || only.count(name); };
+  std::map<std::string, Row> rows;
+  auto keep = [&](Row row) {
+    print(row, peak);
+    std::fflush(stdout);
+    rows.emplace(row.name, std::move(row));
+  };
+  if (wanted("eager_fp32")) keep(eager_step(checkpoint, shape));
+  for (const Variant& v : {Variant{"fp32", torch::kFloat32}, Variant{"bf16", torch::kBFloat16},
+                           Variant{"bf16_ckpt", torch::kBFloat16, true}, Variant{"bf16_lora", torch::kBFloat16, false, true}}) {
+    if (wanted(v.name)) keep(trainer_step(checkpoint, shape, v));
+  }
+  const std::string update_plain = fmt::format("update_bf16_{}", shape.memory_completion);
+  const std::string update_ckpt = fmt::format("update_bf16_ckpt_{}", shape.memory_completion);
+  if (wanted(update_plain)) keep(update_only(checkpoint, shape, {update_plain, torch::kBFloat16}));
+  if (wanted(update_ckpt)) keep(update_only(checkpoint, shape, {update_ckpt, torch::kBFloat16, true}));
+  fs::remove_all(checkpoint);
+
+  auto ratio = [&](const std::string& a, const std::string& b, auto field, const char* what) {
+    if (rows.count(a) && rows.count(b)) fmt::print("{:<60} {:.2f}\n", what, field(rows.at(a)) / field(rows.at(b)));
+  };
+  auto seconds = [](const Row& r) { return r.step_seconds; };
+  auto memory = [](const Row& r) { return r.peak_gib; };
+  ratio("fp32", "bf16", seconds, "step speed-up, bf16 mixed precision over fp32 (target >= 2.5)");
+  ratio("eager_fp32", "fp32", seconds, "step speed-up, fp32 library over eager fp32");
+  ratio("eager_fp32", "bf16", seconds, "step speed-up, bf16 library over eager fp32");
+  ratio(update_ckpt, update_plain, memory,
+        fmt::format("peak memory, checkpointing / none at {} tokens (target <= 0.5)", shape.memory_completion).c_str());
+  ratio("bf16_lora", "bf16", memory, "peak memory, LoRA / full fine-tuning, bf16 (target <= 0.4)");
+  ratio("bf16_lora", "fp32", memory, "peak memory, bf16 LoRA / fp32 full fine-tuning");
+  return 0;
+}

@@ -195,8 +195,10 @@ torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) {
 }
 
 void KvCache::select_rows(const torch::Tensor& rows) {
-  for (auto& k : keys) k = k.index_select(0, rows);
-  for (auto& v : values) v = v.index_select(0, rows);
+  if (keys.empty() || !keys[0].defined()) return;
+  const auto index = rows.to(keys[0].device());
+  for (auto& k : keys) k = k.index_select(0, index);
+  for (auto& v : values) v = v.index_select(0, index);
 }
 
 RmsNormImpl::RmsNormImpl(int64_t size, double eps_, const torch::TensorOptions& options) : eps(eps_) {

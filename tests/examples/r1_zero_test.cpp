@@ -4,6 +4,7 @@
 // an uninterrupted one.
 #include <grpo/core/json_quote.hpp>
 #include <grpo/io/read_file.hpp>
+#include <grpo/io/safetensors.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <support/fake_judge_server.hpp>
 #include <examples/example_testing.hpp>
@@ -170,6 +171,43 @@ TEST_CASE("r1_zero --dtype bf16 (fp32 master weights) learns the tiny task as fp
   CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.1);
   CHECK(metrics.at(160).at("eval/mean_accuracy") >= 0.9);
   static_assert(0.9 > kTinyTaskNoLearningBest + 0.3);
+}
+
+TEST_CASE("r1_zero --lora-r trains adapters only and learns the tiny task; the adapter it writes loads back",
+          "[examples][lora]") {
+  const auto dir = scratch("tiny_lora");
+  // LoRA learns this 64-wide model more slowly than full fine-tuning (its embeddings and head stay frozen): measured
+  // 0.43 held-out after 200 steps (r 16, α 32, every projection) against 0.99 for full fine-tuning, from 0.05.
+  const auto run = r1_zero("--lora-r 16 --lora-alpha 32 --lora-dropout 0 --lora-target-modules all-linear --lr 5e-3 "
+                           "--steps 200 --eval-every 200 --eval-problems 128 --eval-samples 2 --save-every 100",
+                           dir);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK_THAT(run.out, Catch::Contains("LoRA r=16 on 14 modules"));
+  const auto metrics = read_metrics(dir);
+  CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.1);
+  CHECK(metrics.at(200).at("eval/mean_accuracy") >= 0.35);
+  // The base weights did not move: the final checkpoint's model equals the step-100 one; the adapters did.
+  const auto checkpoints = dir / "checkpoints";
+  const auto at_100 = grpo::io::load_checkpoint_tensors(checkpoints / "checkpoint-100");
+  const auto at_200 = grpo::io::load_checkpoint_tensors(checkpoints / "checkpoint-200");
+  for (const auto& [name, tensor] : at_200) {
+    INFO(name);
+    CHECK(torch::equal(tensor, at_100.at(name)));
+  }
+  const auto adapter_100 = grpo::io::SafetensorsFile(checkpoints / "checkpoint-100" / "adapter" / "adapter_model.safetensors").tensors();
+  const auto adapter = grpo::io::SafetensorsFile(dir / "adapter" / "adapter_model.safetensors").tensors();
+  REQUIRE(adapter.size() == 28);
+  CHECK_FALSE(torch::equal(adapter.begin()->second, adapter_100.at(adapter.begin()->first)));
+  // --lora-adapter continues from the written adapter (and refuses --lora-r beside it).
+  const auto again = r1_zero("--lora-adapter " + (dir / "adapter").string() + " --steps 1 --eval-every 0 "
+                             "--eval-problems 8 --save-every 0", scratch("tiny_lora_again"));
+  CHECK(again.status == 0);
+  CHECK_THAT(again.out, Catch::Contains("LoRA r=16 on 14 modules"));
+  const auto both = r1_zero("--lora-adapter " + (dir / "adapter").string() + " --lora-r 4 --steps 1",
+                            scratch("tiny_lora_both"));
+  CHECK(both.status != 0);
+  CHECK_THAT(both.out, Catch::Contains("drop --lora-r"));
 }
 
 TEST_CASE("r1_zero rejects model flags it cannot honour, naming the flag, before any work", "[examples][precision]") {

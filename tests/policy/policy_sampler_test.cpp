@@ -6,6 +6,7 @@
 #include <grpo/policy/sampler.hpp>
 #include <support/model_testing.hpp>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <catch2/catch.hpp>
 #include <support/tensor_testing.hpp>
 
@@ -122,6 +123,38 @@ TEST_CASE("Sampler with a KV cache draws exactly what the cache-free path draws"
   grpo::Policy policy(model, {.temperature = 0.9});
   auto lp = policy.token_log_probs(a).log_probs * a.completion_mask;
   GRPO_REQUIRE_CLOSE(a.sampler_log_probs, lp.to(torch::kFloat32), 1e-5, 1e-5);
+}
+
+TEST_CASE("Shared prompt prefill and finished rows leaving the batch draw what torch::multinomial over the whole "
+          "batch draws (the sampler before either)", "[policy][sampler]") {
+  auto model = tiny_model(4);
+  const std::vector<std::vector<int64_t>> prompts{{1, 2, 3}, {5, 6}};
+  const int64_t group = 3, steps = 10, pad = 0;
+  const std::vector<int64_t> eos{2, 7, 11};
+  grpo::Sampler sampler({.temperature = 1.0, .max_new_tokens = steps, .eos_token_ids = eos, .pad_token_id = pad,
+                         .seed = 5});
+  const auto r = sampler.generate(model, prompts, group);
+  // By hand: the whole batch every step through the full forward, one multinomial draw per row.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(5);
+  auto ids = r.prompt_ids.clone(), mask = r.prompt_mask.clone();
+  auto finished = torch::zeros({ids.size(0)}, torch::kBool);
+  std::vector<torch::Tensor> expected;
+  int64_t ended_early = 0;
+  torch::NoGradGuard no_grad;
+  for (int64_t step = 0; step < steps && !finished.all().item<bool>(); ++step) {
+    const auto probs = torch::softmax(model->forward(ids, mask).select(1, -1).to(torch::kFloat32), -1);
+    auto token = torch::multinomial(probs, 1, /*replacement=*/false, generator).squeeze(1);
+    const auto real = finished.logical_not();
+    token = torch::where(real, token, torch::full_like(token, pad));
+    expected.push_back(token);
+    for (int64_t id : eos) finished = finished | (token == id);
+    if (step + 2 < steps) ended_early += (finished & real).sum().item<int64_t>();
+    ids = torch::cat({ids, token.unsqueeze(1)}, 1);
+    mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1)}, 1);
+  }
+  CHECK(ended_early > 0);                          // rows left the batch while others decoded
+  CHECK(finished.logical_not().any().item<bool>());  // and some decoded to the limit
+  REQUIRE(torch::equal(r.completion_ids, torch::stack(expected, 1)));
 }
 
 TEST_CASE("Completions stop at EOS: the EOS is kept and masked in, the rest is padding", "[policy][sampler]") {

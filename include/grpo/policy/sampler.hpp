@@ -82,6 +82,11 @@ class Sampler {
   const SamplerOptions& options() const { return options_; }
 
   /// prompts: P token-id lists (each non-empty, ids in [0, V)); returns B = P·G completions, row p·G + g.
+  ///
+  /// With a KV-cache model each prompt is prefilled once and its cache shared by its G completions (when the cache
+  /// type has select_rows, as models::KvCache does), and a row that has finished leaves the decoding batch (its cache
+  /// rows dropped), so finished completions cost nothing. Neither changes what is drawn: the random numbers are those
+  /// of the whole batch at every step (see sample), so the completions equal the cache-free path's for a seed.
   template <typename ModelType>
   Rollout generate(ModelType& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group_size) {
     static_assert(CausalLanguageModel<ModelType>,
@@ -95,31 +100,64 @@ class Sampler {
     const int64_t batch = r.prompt_ids.size(0);
     auto finished = torch::zeros({batch}, torch::kBool);
     std::vector<torch::Tensor> tokens, masks, log_probs;
-    auto mask = r.prompt_mask.clone();
-
-    [[maybe_unused]] typename detail::CacheOf<ModelType>::type cache{};
-    torch::Tensor logits;
-    for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
-      if constexpr (SupportsKvCache<ModelType>) {
-        auto input = step == 0 ? r.prompt_ids : tokens.back().unsqueeze(1);
-        if constexpr (requires { model->forward_step_last(input, mask, cache); }) {
-          logits = model->forward_step_last(input, mask, cache);  // lm_head on the last position only
-        } else {
-          logits = model->forward_step(input, mask, cache).select(1, -1);
-        }
-      } else {
-        auto ids = step == 0 ? r.prompt_ids : torch::cat({r.prompt_ids, torch::stack(tokens, 1)}, 1);
-        logits = model->forward(ids, mask).select(1, -1);
-      }
-      auto [token, log_prob] = sample(logits.to(torch::kCPU, torch::kFloat32));
+    // Keeps a step's draws ([B] tokens and log-probs; rows finished before it get pad, mask 0 and log-prob 0) and
+    // returns whether every row has now finished.
+    auto record = [&](torch::Tensor token, const torch::Tensor& log_prob) {
       auto real = finished.logical_not();
       token = torch::where(real, token, torch::full_like(token, options_.pad_token_id));
       tokens.push_back(token);
       masks.push_back(real.to(torch::kInt64));
       log_probs.push_back(log_prob * real);
       finished = finished | is_eos(token);
-      if (finished.all().item<bool>()) break;
-      mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
+      return finished.all().item<bool>();
+    };
+
+    if constexpr (SupportsKvCache<ModelType>) {
+      using Cache = typename ModuleOf<ModelType>::Cache;
+      constexpr bool compacts = requires(Cache& c, const torch::Tensor& rows) { c.select_rows(rows); };
+      Cache cache{};
+      // Rows of the batch still decoding (indices into the B rows), and their attention mask [A, S].
+      auto active = torch::arange(batch, torch::kInt64);
+      auto mask = r.prompt_mask.clone();
+      torch::Tensor logits;  // [A, V]
+      if (compacts && group_size > 1) {  // one prefill per prompt, its cache rows repeated for the group
+        const auto firsts = torch::arange(0, batch, group_size, torch::kInt64);
+        const auto per_row = torch::arange(batch, torch::kInt64).div(group_size, "floor");
+        const auto prefill =
+            last_logits(model, r.prompt_ids.index_select(0, firsts), mask.index_select(0, firsts), cache);
+        logits = prefill.index_select(0, per_row.to(prefill.device()));
+        if constexpr (compacts) cache.select_rows(per_row);
+      } else {
+        logits = last_logits(model, r.prompt_ids, mask, cache);
+      }
+      for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
+        const auto real = finished.index_select(0, active).logical_not();  // the decoding rows not yet finished
+        auto [token, log_prob] = sample(logits.to(torch::kCPU, torch::kFloat32), active, batch);
+        if (record(token, log_prob) || step + 1 == options_.max_new_tokens) break;
+        // A row keeps decoding: its new token is real (a row that just ended leaves below, or is masked out).
+        mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
+        if constexpr (compacts) {
+          const auto still = finished.index_select(0, active).logical_not();
+          if (!still.all().item<bool>()) {  // rows that finished leave the batch
+            const auto keep = still.nonzero().squeeze(1);
+            active = active.index_select(0, keep);
+            mask = mask.index_select(0, keep);
+            cache.select_rows(keep);
+          }
+        }
+        logits = last_logits(model, token.index_select(0, active).unsqueeze(1), mask, cache);
+      }
+    } else {
+      auto mask = r.prompt_mask.clone();
+      const auto all = torch::arange(batch, torch::kInt64);
+      for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
+        auto ids = step == 0 ? r.prompt_ids : torch::cat({r.prompt_ids, torch::stack(tokens, 1)}, 1);
+        auto logits = model->forward(ids, mask).select(1, -1);
+        const auto real = finished.logical_not();
+        auto [token, log_prob] = sample(logits.to(torch::kCPU, torch::kFloat32), all, batch);
+        if (record(token, log_prob)) break;
+        mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
+      }
     }
     r.completion_ids = torch::stack(tokens, 1);
     r.completion_mask = torch::stack(masks, 1);
@@ -129,6 +167,18 @@ class Sampler {
   }
 
  private:
+  /// Logits [rows, V] of the last new position (forward_step_last when the model has it: lm_head on that position
+  /// only).
+  template <typename ModelType, typename Cache>
+  static torch::Tensor last_logits(ModelType& model, const torch::Tensor& input, const torch::Tensor& mask,
+                                   Cache& cache) {
+    if constexpr (requires { model->forward_step_last(input, mask, cache); }) {
+      return model->forward_step_last(input, mask, cache);
+    } else {
+      return model->forward_step(input, mask, cache).select(1, -1);
+    }
+  }
+
   void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t group_size, Rollout& r) const {
     size_t longest = 0;
     for (size_t p = 0; p < prompts.size(); ++p) {
@@ -162,14 +212,22 @@ class Sampler {
     torch::Tensor token, log_prob;  // [B] int64, [B] float32
   };
 
-  /// One token per row from logits [B, V] (fp32, CPU).
-  Sample sample(const torch::Tensor& logits) {
+  /// One token for each of the `rows` ([A] int64 indices into the batch of B) from their logits [A, V] (fp32, CPU);
+  /// returns [B] tokens and log-probs, pad and 0 for the rows not drawn. Drawing is torch::multinomial's for one
+  /// sample without replacement, done here for the whole batch: argmax(p / q), q ~ Exp(1) over [B, V] in row order,
+  /// so the numbers drawn, and each row's token, do not depend on which rows are still decoding.
+  Sample sample(const torch::Tensor& logits, const torch::Tensor& rows, int64_t batch) {
     const double t = options_.temperature > 0 ? options_.temperature : 1.0;
     auto scaled = logits / t;
     auto full_log_probs = torch::log_softmax(scaled, -1);
+    auto scatter = [&](const torch::Tensor& values, const torch::Tensor& fill) {
+      return fill.index_copy(0, rows, values);
+    };
+    auto tokens = torch::full({batch}, options_.pad_token_id, torch::kInt64);
+    auto zeros = torch::zeros({batch}, torch::kFloat32);
     if (options_.temperature == 0) {
       auto token = scaled.argmax(-1);
-      return {token, full_log_probs.gather(-1, token.unsqueeze(-1)).squeeze(-1)};
+      return {scatter(token, tokens), scatter(full_log_probs.gather(-1, token.unsqueeze(-1)).squeeze(-1), zeros)};
     }
     const auto minus_inf = -std::numeric_limits<float>::infinity();
     auto filtered = scaled.clone();
@@ -190,10 +248,11 @@ class Sampler {
       auto threshold = std::get<0>(probs.max(-1, /*keepdim=*/true)) * options_.min_p;
       filtered.masked_fill_(probs < threshold, minus_inf);
     }
-    auto token = torch::multinomial(torch::softmax(filtered, -1), 1, /*replacement=*/false, generator_).squeeze(-1);
+    auto noise = torch::empty({batch, vocab}, torch::kFloat32).exponential_(1, generator_).index_select(0, rows);
+    auto token = torch::softmax(filtered, -1).div(noise).argmax(-1);
     const auto& source =
         options_.log_probs == SamplerLogProbs::full_distribution ? full_log_probs : torch::log_softmax(filtered, -1);
-    return {token, source.gather(-1, token.unsqueeze(-1)).squeeze(-1)};
+    return {scatter(token, tokens), scatter(source.gather(-1, token.unsqueeze(-1)).squeeze(-1), zeros)};
   }
 
   SamplerOptions options_;

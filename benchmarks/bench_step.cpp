@@ -11,8 +11,9 @@
 //   bf16         the same with the model in bf16: fp32 master weights and AdamW state (MasterWeights)
 //   bf16_ckpt    bf16 with activation checkpointing
 //   bf16_lora    bf16 with LoRA r = 16 on every projection (the reference is the base: no copy)
+//   bf16_lora_ckpt  the same with activation checkpointing
 // then, for memory at longer completions, the update phase alone (policy_update on a batch of random completions of
-// --memory-completion tokens, bf16) without and with activation checkpointing.
+// --memory-completion tokens, bf16, 2 sequences per micro-batch) without and with activation checkpointing.
 //
 // Each row: the phase times the trainer logs (timing_s/...), the step's peak resident memory (VmHWM after a reset of
 // the kernel's high-water mark just before the step), tokens/s of generation and of the update, and the update's
@@ -159,14 +160,22 @@ grpo::models::CausalLM load(const fs::path& checkpoint, const Variant& v) {
 }
 
 /// GrpoTrainer::step, with the trainer's own phase times.
-Row trainer_step(const fs::path& checkpoint, const Shape& shape, const Variant& v) {
-  auto model = load(checkpoint, v);
-  SyntheticSource source(shape.prompt);
-  auto scorer = even_token_scorer();
+/// A trainer over the checkpoint loaded as `v` asks, with everything it refers to.
+struct Run {
+  Run(const fs::path& checkpoint, const Shape& shape, const Variant& v, grpo::train::GrpoTrainerOptions options)
+      : model(load(checkpoint, v)), source(shape.prompt), trainer(model, source, scorer, group, std::move(options)) {}
+  grpo::models::CausalLM model;
+  SyntheticSource source;
+  grpo::train::StepScorer scorer = even_token_scorer();
   grpo::train::ProcessGroup group{grpo::train::ProcessGroupOptions{}};
-  grpo::train::GrpoTrainer trainer(model, source, scorer, group, trainer_options(shape));
+  grpo::train::GrpoTrainer trainer;
+};
+
+Row trainer_step(const fs::path& checkpoint, const Shape& shape, const Variant& v) {
+  Run run(checkpoint, shape, v, trainer_options(shape));
+  auto& model = run.model;
   reset_peak();
-  const auto report = trainer.step(1);
+  const auto report = run.trainer.step(1);
   Row row{.name = v.name, .dtype = v.dtype};
   row.peak_gib = peak_gib();
   row.step_seconds = report.seconds;
@@ -181,14 +190,14 @@ Row trainer_step(const fs::path& checkpoint, const Shape& shape, const Variant& 
 
 /// The update phase alone on a batch of random completions: policy_update's memory at longer completions.
 Row update_only(const fs::path& checkpoint, const Shape& shape, const Variant& v) {
-  auto model = load(checkpoint, v);
-  SyntheticSource source(shape.prompt);
-  auto scorer = even_token_scorer();
-  grpo::train::ProcessGroup group{grpo::train::ProcessGroupOptions{}};
   auto options = trainer_options(shape);
   options.kl.beta = 0.0;
   options.kl_in_reward.control.beta = 0.0;
-  grpo::train::GrpoTrainer trainer(model, source, scorer, group, options);
+  options.micro_batches = 4;  // 2 sequences of 1152 tokens per forward: 4 need more than 24 GB without checkpointing
+  Run run(checkpoint, shape, v, options);
+  auto& model = run.model;
+  auto& source = run.source;
+  auto& trainer = run.trainer;
   torch::manual_seed(3);
   grpo::train::StepBatch batch;
   batch.step = 1;
@@ -365,7 +374,8 @@ int main(int argc, char** argv) {
   };
   if (wanted("eager_fp32")) keep(eager_step(checkpoint, shape));
   for (const Variant& v : {Variant{"fp32", torch::kFloat32}, Variant{"bf16", torch::kBFloat16},
-                           Variant{"bf16_ckpt", torch::kBFloat16, true}, Variant{"bf16_lora", torch::kBFloat16, false, true}}) {
+                           Variant{"bf16_ckpt", torch::kBFloat16, true}, Variant{"bf16_lora", torch::kBFloat16, false, true},
+                           Variant{"bf16_lora_ckpt", torch::kBFloat16, true, true}}) {
     if (wanted(v.name)) keep(trainer_step(checkpoint, shape, v));
   }
   const std::string update_plain = fmt::format("update_bf16_{}", shape.memory_completion);
@@ -385,6 +395,7 @@ int main(int argc, char** argv) {
   ratio(update_ckpt, update_plain, memory,
         fmt::format("peak memory, checkpointing / none at {} tokens (target <= 0.5)", shape.memory_completion).c_str());
   ratio("bf16_lora", "bf16", memory, "peak memory, LoRA / full fine-tuning, bf16 (target <= 0.4)");
+  ratio("bf16_lora_ckpt", "bf16_ckpt", memory, "peak memory, LoRA / full fine-tuning, bf16, both checkpointed");
   ratio("bf16_lora", "fp32", memory, "peak memory, bf16 LoRA / fp32 full fine-tuning");
   return 0;
 }

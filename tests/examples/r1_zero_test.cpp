@@ -173,7 +173,7 @@ TEST_CASE("r1_zero --dtype bf16 (fp32 master weights) learns the tiny task as fp
   static_assert(0.9 > kTinyTaskNoLearningBest + 0.3);
 }
 
-TEST_CASE("r1_zero --lora-r trains adapters only and learns the tiny task; the adapter it writes loads back",
+TEST_CASE("r1_zero --lora-r trains adapters only and learns the tiny task, and the adapter it writes loads back",
           "[examples][lora]") {
   const auto dir = scratch("tiny_lora");
   // LoRA learns this 64-wide model more slowly than full fine-tuning (its embeddings and head stay frozen): measured

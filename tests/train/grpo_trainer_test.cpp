@@ -161,7 +161,7 @@ TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train,
   CHECK(same_parameters(resumed.model, straight.model));
 }
 
-TEST_CASE("GrpoTrainer: a bf16 model trains through fp32 master weights, a LoRA model trains its adapters only; both "
+TEST_CASE("GrpoTrainer: a bf16 model trains through fp32 master weights, a LoRA model trains its adapters only, and both "
           "resume bit-exactly", "[train][trainer][precision][lora]") {
   register_reinforce("test_reinforce");
   struct Variant {

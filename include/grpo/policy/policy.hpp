@@ -71,6 +71,13 @@ class Policy {
     const int64_t chunk = options_.chunk_sequences > 0 ? options_.chunk_sequences : std::max<int64_t>(batch, 1);
     const auto ids = rollout.input_ids(), mask = rollout.attention_mask();
     std::vector<torch::Tensor> log_probs, entropies, sums_pi_squared;
+    // The lm_head weight the fused path multiplies by: with fp32_lm_head and a half-precision model, one fp32 copy
+    // shared by every chunk (and by their backward), not one per chunk.
+    torch::Tensor head;
+    if constexpr (ExposesHiddenStates<ModelType>) {
+      head = model_->lm_head_weight();
+      if (options_.fp32_lm_head && head.element_size() < 4) head = head.to(torch::kFloat32);
+    }
     for (int64_t start = 0; start < batch; start += chunk) {
       const int64_t rows = std::min(chunk, batch - start);
       auto chunk_ids = ids.narrow(0, start, rows), chunk_mask = mask.narrow(0, start, rows);
@@ -78,11 +85,7 @@ class Policy {
       TokenLogProbs out;
       if constexpr (ExposesHiddenStates<ModelType>) {
         auto hidden = model_->hidden_states(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
-        auto head = model_->lm_head_weight();
-        if (options_.fp32_lm_head && hidden.element_size() < 4) {
-          hidden = hidden.to(torch::kFloat32);
-          head = head.to(torch::kFloat32);
-        }
+        if (hidden.scalar_type() != head.scalar_type()) hidden = hidden.to(head.scalar_type());  // fp32_lm_head
         out = linear_token_log_probs(hidden, head, completion_ids,
                                      {.temperature = options_.temperature,
                                       .chunk_rows = options_.chunk_rows,

@@ -3,12 +3,12 @@
 #include <grpo/core/tensor_checks.hpp>
 #include <grpo/io/atomic_file.hpp>
 #include <grpo/io/safetensors.hpp>
+#include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <limits>
 #include <set>
 
 namespace grpo::models {
@@ -227,7 +227,7 @@ AttentionImpl::AttentionImpl(const ModelConfig& c, WeightInit init, const torch:
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                                      const torch::Tensor& mask, torch::Tensor& key, torch::Tensor& value) {
-  const int64_t batch = x.size(0), time = x.size(1), groups = heads / kv_heads;
+  const int64_t batch = x.size(0), time = x.size(1);
   auto q = q_proj(x).view({batch, time, heads, head_dim});
   auto k = k_proj(x).view({batch, time, kv_heads, head_dim});
   auto v = v_proj(x).view({batch, time, kv_heads, head_dim}).transpose(1, 2);
@@ -242,18 +242,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   k = k * c + rotate_half(k) * s;
   append_to_cache(key, k);
   append_to_cache(value, v);
-  const int64_t total = key.size(2);
-  // Grouped-query attention without repeating keys and values: query head h reads key/value head h / G (the
-  // order of transformers' repeat_kv), so the G query heads of a group are stacked along time and share one
-  // matmul against their key/value head. Scores and softmax in at least fp32 (transformers' eager attention
-  // upcasts the softmax too).
-  const auto score_dtype = at::promote_types(x.scalar_type(), torch::kFloat32);
-  auto grouped_q = q.reshape({batch, kv_heads, groups * time, head_dim}).to(score_dtype);
-  auto scores =
-      torch::matmul(grouped_q, key.to(score_dtype).transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim));
-  scores = scores.view({batch, kv_heads, groups, time, total}) + mask.to(score_dtype).unsqueeze(2);
-  auto probs = torch::softmax(scores, -1).to(x.scalar_type()).view({batch, kv_heads, groups * time, total});
-  auto out = torch::matmul(probs, value).view({batch, heads, time, head_dim});
+  const auto out = models::attention(implementation, q, key, value, mask);  // [B, Hq, T, D]
   return o_proj(out.transpose(1, 2).reshape({batch, time, heads * head_dim}));
 }
 
@@ -349,6 +338,16 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, WeightInit init, const torch::Ten
   }
 }
 
+void CausalLMImpl::set_attention_implementation(AttentionImplementation implementation) {
+  for (const auto& layer : *model_->layers) layer->as<DecoderLayerImpl>()->self_attn->implementation = implementation;
+}
+
+AttentionImplementation CausalLMImpl::attention_implementation() const {
+  const auto& layers = *model_->layers;
+  return layers.size() == 0 ? AttentionImplementation::blocked
+                            : layers.ptr(0)->as<DecoderLayerImpl>()->self_attn->implementation;
+}
+
 torch::Tensor CausalLMImpl::lm_head_weight() const {
   return lm_head_ ? lm_head_->weight : model_->embed_tokens->weight;
 }
@@ -380,16 +379,8 @@ torch::Tensor CausalLMImpl::run(const torch::Tensor& input_ids, const torch::Ten
   auto emb = torch::cat({freqs, freqs}, -1);
   auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
 
-  // Additive mask [B, 1, T, S]: key s is visible to query t iff s <= past + t and key s is a real token. Rows with
-  // no visible key (queries at left padding) get a finite minimum so softmax stays finite; they are padding anyway.
-  auto query_index = torch::arange(past, total, torch::TensorOptions().dtype(torch::kInt64).device(device)).view({-1, 1});
-  auto key_index = torch::arange(total, torch::TensorOptions().dtype(torch::kInt64).device(device)).view({1, -1});
-  auto visible = (key_index <= query_index).unsqueeze(0) & (mask.to(device) != 0).unsqueeze(1);  // [B, T, S]
-  auto additive = torch::zeros(visible.sizes(), torch::TensorOptions().dtype(torch::kFloat32).device(device))
-                      .masked_fill_(visible.logical_not(), std::numeric_limits<float>::lowest())
-                      .unsqueeze(1);
-
-  return model_->forward(model_->embed_tokens(input_ids.to(device)), cos, sin, additive, cache);
+  return model_->forward(model_->embed_tokens(input_ids.to(device)), cos, sin, attention_segments(mask.to(device)),
+                         cache);
 }
 
 torch::Tensor CausalLMImpl::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {

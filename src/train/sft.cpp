@@ -141,7 +141,7 @@ SftConversation read_row(simdjson::dom::element root, std::string where) {
 // ---------------------------------------------------------------------------------------------------------------
 // Packed forward
 
-/// The decoder stack of models::CausalLM run with explicit positions and a block-diagonal causal mask: the model's
+/// The decoder stack of models::CausalLM run with explicit positions and block-diagonal causal attention: the model's
 /// own decoder (DecoderImpl::forward, with its activation checkpointing), only with the mask and rotary positions of
 /// the packed batch.
 torch::Tensor packed_hidden_states(models::CausalLM& model, const SftBatch& batch) {
@@ -149,7 +149,6 @@ torch::Tensor packed_hidden_states(models::CausalLM& model, const SftBatch& batc
   const auto& weight = decoder.embed_tokens->weight;
   const auto dtype = weight.scalar_type();
   const auto device = weight.device();
-  const int64_t time = batch.input_ids.size(1);
   const auto ids = batch.input_ids.to(device);
   if (ids.numel() > 0) {
     const auto lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
@@ -166,19 +165,11 @@ torch::Tensor packed_hidden_states(models::CausalLM& model, const SftBatch& batc
   const auto emb = torch::cat({freqs, freqs}, -1);
   const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
 
-  // Additive mask [B, 1, T, T]: key k is visible to query q iff k <= q, both are in the same example of the row, and k
-  // is a real token. Padding queries see nothing and get the finite minimum everywhere (the model does the same).
-  const auto index = torch::arange(time, torch::TensorOptions().dtype(torch::kInt64).device(device));
-  const auto causal = (index.view({1, -1}) <= index.view({-1, 1})).unsqueeze(0);  // [1, Tq, Tk]
-  const auto seq = batch.sequence_ids.to(device);
-  const auto same_example = seq.unsqueeze(2) == seq.unsqueeze(1);             // [B, Tq, Tk]
-  const auto real_key = (batch.attention_mask.to(device) != 0).unsqueeze(1);  // [B, 1, Tk]
-  const auto visible = causal & same_example & real_key;
-  const auto additive = torch::zeros(visible.sizes(), torch::TensorOptions().dtype(torch::kFloat32).device(device))
-                            .masked_fill_(visible.logical_not(), std::numeric_limits<float>::lowest())
-                            .unsqueeze(1);
-
-  return decoder.forward(decoder.embed_tokens(ids), cos, sin, additive);
+  // Segments: each example of a row its own label (its index + 1), padding 0; attention is then causal within
+  // each example (block-diagonal).
+  const auto real = batch.attention_mask.to(device) != 0;
+  const auto segments = (batch.sequence_ids.to(device) + 1).masked_fill_(real.logical_not(), 0);
+  return decoder.forward(decoder.embed_tokens(ids), cos, sin, segments);
 }
 
 void check_batch(const SftBatch& batch) {

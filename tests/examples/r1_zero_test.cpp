@@ -356,7 +356,9 @@ fs::path teach_sum_program(const fs::path& model_dir) {
   }
   rows.close();
   const auto out = dir / "model";
-  const auto run = sft(fmt::format("--model {} --data {} --output {} --epochs 40 --lr 1e-2 --lr-decay constant "
+  // Taught until the program is nearly certain (SFT loss ~0.15 per token after 60 epochs; 40 epochs at 1e-2 left
+  // ~2.4, and samples strayed from the program half of the time).
+  const auto run = sft(fmt::format("--model {} --data {} --output {} --epochs 60 --lr 2e-2 --lr-decay constant "
                                    "--batch-size 16 --seed 1",
                                    model_dir.string(), (dir / "sft.jsonl").string(), out.string()));
   INFO(run.out);
@@ -403,7 +405,7 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
   const auto lines = read_completions(dir);
   REQUIRE(lines.size() == 3 * 6 * 2);
   std::map<std::string, int> seen;
-  int sum_programs = 0, passed = 0;  // code completions holding the taught program; those the sandbox passed
+  int sum_programs = 0, passed = 0;  // code completions ending with the taught program; those the sandbox passed
   for (const auto& line : lines) {
     INFO("step " << line.step << " domain " << line.domain);
     ++seen[line.domain];
@@ -416,7 +418,11 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
       // The program passes both tests of "...prints their sum." and no test of the other code rows; any other
       // completion (a sample that strayed from the program) fails or does not parse.
       const double value = line.rewards.at("code_tests");
-      if (line.completion.find(kSumStatement) != std::string::npos) {
+      const std::string program_block = std::string(kSumStatement) + "\n```";
+      const bool ends_with_program = line.completion.size() >= program_block.size() &&
+                                     line.completion.compare(line.completion.size() - program_block.size(),
+                                                             program_block.size(), program_block) == 0;
+      if (ends_with_program) {
         ++sum_programs;
         CHECK(value == (line.prompt.find("prints their sum") != std::string::npos ? 1.0 : 0.0));
       }

@@ -8,6 +8,7 @@
 // norm for generation. Positions are counted over real tokens only (cumsum(mask) − 1), as transformers does.
 #pragma once
 
+#include <grpo/models/attention.hpp>
 #include <grpo/models/model_config.hpp>
 
 #include <torch/torch.h>
@@ -103,13 +104,14 @@ TORCH_MODULE(RmsNorm);
 /// Grouped-query self-attention with rotary embeddings (and per-head q/k RMSNorm for Qwen3).
 struct AttentionImpl : torch::nn::Module {
   AttentionImpl(const ModelConfig& config, WeightInit init, const torch::TensorOptions& options);
-  /// x [B, T, H]; cos/sin [B, T, D]; additive mask [B, 1, T, S]; key/value: the cached [B, Hkv, S − T, D] or
-  /// undefined, extended to [B, Hkv, S, D] (see KvCache). Returns [B, T, H].
+  /// x [B, T, H]; cos/sin [B, T, D]; mask: segments [B, S] int64 (attention.hpp: who sees whom); key/value: the
+  /// cached [B, Hkv, S − T, D] or undefined, extended to [B, Hkv, S, D] (see KvCache). Returns [B, T, H].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask, torch::Tensor& key, torch::Tensor& value);
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RmsNorm q_norm{nullptr}, k_norm{nullptr};
   int64_t heads, kv_heads, head_dim;
+  AttentionImplementation implementation = AttentionImplementation::blocked;
 };
 TORCH_MODULE(Attention);
 
@@ -140,7 +142,7 @@ TORCH_MODULE(DecoderLayer);
 /// The decoder stack ("model." in Hugging Face names): embed_tokens, layers, norm.
 struct DecoderImpl : torch::nn::Module {
   DecoderImpl(const ModelConfig& config, WeightInit init, const torch::TensorOptions& options);
-  /// The layers then the final norm: embedded h [B, T, H], rotary cos/sin [B, T, D], additive mask [B, 1, T, S]
+  /// The layers then the final norm: embedded h [B, T, H], rotary cos/sin [B, T, D], segments [B, S]
   /// (AttentionImpl::forward) → [B, T, H]. With a cache each layer appends its keys and values to it. Without one,
   /// while gradients are recorded and gradient_checkpointing is on, each layer keeps only its input for backward
   /// and runs again there (activation checkpointing: the layers' activations are never all alive at once).
@@ -182,6 +184,10 @@ class CausalLMImpl : public torch::nn::Module {
   /// forward of compute in backward. Gradients are the same (tests/models: fp64, within rounding).
   void set_gradient_checkpointing(bool on) { model_->gradient_checkpointing = on; }
   bool gradient_checkpointing() const { return model_->gradient_checkpointing; }
+  /// How every layer computes attention: blocked (the default: no [T, S] scores kept, attention.hpp) or eager (the
+  /// plain composition, for comparisons). Both give the same values and gradients to rounding.
+  void set_attention_implementation(AttentionImplementation implementation);
+  AttentionImplementation attention_implementation() const;
   /// The LoRA configuration of the adapters add_lora put on this model (none: no adapters).
   const std::optional<LoraOptions>& lora_options() const { return lora_; }
   void set_lora_options(std::optional<LoraOptions> options) { lora_ = std::move(options); }

@@ -13,10 +13,13 @@
 //   bf16_lora    bf16 with LoRA r = 16 on every projection (the reference is the base: no copy)
 //   bf16_lora_ckpt  the same with activation checkpointing
 // then, for memory at longer completions, the update phase alone (policy_update on a batch of random completions of
-// --memory-completion tokens, bf16, 2 sequences per micro-batch) without and with activation checkpointing.
+// --memory-completion tokens, bf16, two micro-batches of 4) without and with activation checkpointing, measured on
+// the second update (the first creates AdamW's state, which is then part of every later step's resident memory).
 //
 // Each row: the phase times the trainer logs (timing_s/...), the step's peak resident memory (VmHWM after a reset of
-// the kernel's high-water mark just before the step), tokens/s of generation and of the update, and the update's
+// the kernel's high-water mark just before the step) and how much of it was added during the step (+GB: peak minus
+// the resident memory at its start: activations, gradients, temporaries), tokens/s of generation and of the update,
+// and the update's
 // achieved FLOP/s against this machine's matrix-product peak for the dtype measured in the same run (6·N·tokens for
 // forward + backward, 8·N·tokens with checkpointing's recomputation; attention's T² terms left out).
 //
@@ -115,13 +118,17 @@ double matmul_peak(torch::ScalarType dtype) {
 struct Row {
   std::string name;
   std::map<std::string, double> timing;  // phase → seconds
-  double step_seconds = 0, peak_gib = 0, generated_tokens = 0, trained_tokens = 0, update_flops = 0;
+  double step_seconds = 0, peak_gib = 0, added_gib = 0, generated_tokens = 0, trained_tokens = 0, update_flops = 0;
   torch::ScalarType dtype = torch::kFloat32;
 };
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
-void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+/// Resets the kernel's high-water mark; returns the resident memory at that point (GiB).
+double reset_peak() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+  return gib(grpo::bench::proc_status_bytes("VmRSS"));
+}
 double peak_gib() { return gib(grpo::bench::proc_status_bytes("VmHWM")); }
 
 int64_t parameter_count(const grpo::models::CausalLM& model, bool trainable_only) {
@@ -174,10 +181,11 @@ struct Run {
 Row trainer_step(const fs::path& checkpoint, const Shape& shape, const Variant& v) {
   Run run(checkpoint, shape, v, trainer_options(shape));
   auto& model = run.model;
-  reset_peak();
+  const double before = reset_peak();
   const auto report = run.trainer.step(1);
   Row row{.name = v.name, .dtype = v.dtype};
   row.peak_gib = peak_gib();
+  row.added_gib = row.peak_gib - before;
   row.step_seconds = report.seconds;
   for (const auto& [name, value] : report.scalars) {
     if (name.starts_with("timing_s/")) row.timing[name.substr(9)] = value;
@@ -193,7 +201,6 @@ Row update_only(const fs::path& checkpoint, const Shape& shape, const Variant& v
   auto options = trainer_options(shape);
   options.kl.beta = 0.0;
   options.kl_in_reward.control.beta = 0.0;
-  options.micro_batches = 4;  // 2 sequences of 1152 tokens per forward: 4 need more than 24 GB without checkpointing
   Run run(checkpoint, shape, v, options);
   auto& model = run.model;
   auto& source = run.source;
@@ -216,12 +223,14 @@ Row update_only(const fs::path& checkpoint, const Shape& shape, const Variant& v
     batch.totals.push_back(static_cast<float>(g % 2));
   }
   const auto advantages = trainer.advantages(batch);
-  reset_peak();
+  trainer.policy_update(batch, advantages);  // creates AdamW's state
+  const double before = reset_peak();
   const auto start = Clock::now();
   const auto update = trainer.policy_update(batch, advantages);
   Row row{.name = v.name, .dtype = v.dtype};
   row.step_seconds = since(start);
   row.peak_gib = peak_gib();
+  row.added_gib = row.peak_gib - before;
   row.timing = {{"update_actor", row.step_seconds},
                 {"update_actor/forward", update.forward_seconds},
                 {"update_actor/backward", update.backward_seconds},
@@ -234,12 +243,13 @@ Row update_only(const fs::path& checkpoint, const Shape& shape, const Variant& v
 /// The plain eager composition of the same step (fp32).
 Row eager_step(const fs::path& checkpoint, const Shape& shape) {
   auto model = grpo::models::from_pretrained(checkpoint, torch::kFloat32);
+  model->set_attention_implementation(grpo::models::AttentionImplementation::eager);
   auto reference = grpo::models::deep_copy(model);
   for (auto& p : reference->parameters()) p.set_requires_grad(false);
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-6).weight_decay(0.0));
   SyntheticSource source(shape.prompt);
   const int64_t batch = shape.group, tp = shape.prompt, tc = shape.completion;
-  reset_peak();
+  const double before = reset_peak();
   Row row{.name = "eager_fp32", .dtype = torch::kFloat32};
   const auto step_start = Clock::now();
   // Generation: KV cache, full logits of the last position, softmax, multinomial.
@@ -304,6 +314,7 @@ Row eager_step(const fs::path& checkpoint, const Shape& shape) {
       row.timing["update_actor/forward"] + row.timing["update_actor/backward"] + row.timing["update_actor/optimizer"];
   row.step_seconds = since(step_start);
   row.peak_gib = peak_gib();
+  row.added_gib = row.peak_gib - before;
   row.generated_tokens = static_cast<double>(batch * tc);
   row.trained_tokens = static_cast<double>(batch * (tp + tc));
   row.update_flops = update_flops(model, batch, tp, tc, {"eager_fp32", torch::kFloat32});
@@ -318,9 +329,10 @@ void print(const Row& row, const std::map<torch::ScalarType, double>& peak) {
   const double update = row.timing.count("update_actor") ? row.timing.at("update_actor") : 0.0;
   const double gen = row.timing.count("gen") ? row.timing.at("gen") : 0.0;
   const double achieved = update > 0 ? row.update_flops / update : 0.0;
-  fmt::print("{:<22} {:>7.1f} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7.2f} {:>8} {:>8} {:>6.1f}%\n", row.name,
-             row.step_seconds, t("gen"), t("reward"), t("old_log_prob"), t("ref"), t("update_actor"),
+  fmt::print("{:<22} {:>7.1f} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7.2f} {:>6.2f} {:>8} {:>8} {:>6.1f}%\n",
+             row.name, row.step_seconds, t("gen"), t("reward"), t("old_log_prob"), t("ref"), t("update_actor"),
              t("update_actor/forward"), t("update_actor/backward"), t("update_actor/optimizer"), row.peak_gib,
+             row.added_gib,
              gen > 0 ? fmt::format("{:.1f}", row.generated_tokens / gen) : "-",
              update > 0 ? fmt::format("{:.0f}", row.trained_tokens / update) : "-",
              100.0 * achieved / peak.at(row.dtype));
@@ -362,8 +374,8 @@ int main(int argc, char** argv) {
              "GFLOP/s, bf16 {:.0f} GFLOP/s\n",
              shape.layers, shape.prompt, shape.group, shape.completion, at::get_num_threads(),
              peak.at(torch::kFloat32) / 1e9, peak.at(torch::kBFloat16) / 1e9);
-  fmt::print("{:<22} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7} {:>8} {:>8} {:>7}\n", "config",
-             "step_s", "gen", "reward", "old_lp", "ref", "update", "fwd", "bwd", "optim", "peak_GB", "gen_tok/s",
+  fmt::print("{:<22} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>8} {:>8} {:>7}\n", "config",
+             "step_s", "gen", "reward", "old_lp", "ref", "update", "fwd", "bwd", "optim", "peak_GB", "+GB", "gen_tok/s",
              "upd_tok/s", "of_peak");
   auto wanted = [&](const std::string& name) { return only.empty() || only.count(name); };
   std::map<std::string, Row> rows;
@@ -389,11 +401,14 @@ int main(int argc, char** argv) {
   };
   auto seconds = [](const Row& r) { return r.step_seconds; };
   auto memory = [](const Row& r) { return r.peak_gib; };
+  auto added = [](const Row& r) { return r.added_gib; };
   ratio("fp32", "bf16", seconds, "step speed-up, bf16 mixed precision over fp32 (target >= 2.5)");
   ratio("eager_fp32", "fp32", seconds, "step speed-up, fp32 library over eager fp32");
   ratio("eager_fp32", "bf16", seconds, "step speed-up, bf16 library over eager fp32");
   ratio(update_ckpt, update_plain, memory,
         fmt::format("peak memory, checkpointing / none at {} tokens (target <= 0.5)", shape.memory_completion).c_str());
+  ratio(update_ckpt, update_plain, added,
+        fmt::format("memory added by the update, checkpointing / none at {} tokens", shape.memory_completion).c_str());
   ratio("bf16_lora", "bf16", memory, "peak memory, LoRA / full fine-tuning, bf16 (target <= 0.4)");
   ratio("bf16_lora_ckpt", "bf16_ckpt", memory, "peak memory, LoRA / full fine-tuning, bf16, both checkpointed");
   ratio("bf16_lora", "fp32", memory, "peak memory, bf16 LoRA / fp32 full fine-tuning");

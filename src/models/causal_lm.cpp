@@ -436,6 +436,7 @@ CausalLM deep_copy(const CausalLM& model) {
   CausalLM copy(model->config(), WeightInit::none, reference.options());
   copy->load_hf_state(model->hf_state());
   copy->set_gradient_checkpointing(model->gradient_checkpointing());
+  copy->set_attention_implementation(model->attention_implementation());
   copy->train(model->is_training());
   return copy;
 }

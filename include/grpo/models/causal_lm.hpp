@@ -221,7 +221,7 @@ torch::Tensor rope_inverse_frequencies(const ModelConfig& config);
 bool is_lora_parameter(std::string_view name);
 
 /// A deep copy: a new model with the same config and copies of every base parameter (same dtype and device), the
-/// same gradient-checkpointing setting, and no LoRA adapters.
+/// same gradient-checkpointing and attention settings, and no LoRA adapters.
 /// Found by argument-dependent lookup from grpo::Policy::frozen_copy.
 CausalLM deep_copy(const CausalLM& model);
 

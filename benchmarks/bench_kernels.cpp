@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The log-prob and loss kernels of issue 6, each beside its eager LibTorch baseline, in one process:
-//   K1 log-probs from logits, forward              eager: log_softmax + gather
-//   K2 log-probs from logits, forward + backward   eager: the same through autograd; ours also in place
+//   K1 log-probs from logits, forward              eager: log_softmax + gather; ours also on the generic path
+//   K2 log-probs from logits, forward + backward   eager: the same through autograd; ours also in place and on the
+//                                                  generic path (x_fused: its speed as a multiple of the fused one's)
 //   K3 fused linear log-probs, no-grad (old/ref)   eager: mm + log_softmax + gather
 //   K4 fused linear log-probs, forward + backward  eager: the same through autograd
 //   K5 GRPO loss from log-probs, forward + backward  eager: TRL's dapo formula; also GrpoLoss (x_eager: speed-up)
@@ -16,6 +17,7 @@
 //   bench_kernels --benchmark_filter='K[12]/.*/V:151936/N:4096'      (eager K2 there needs ~7 GB)
 //   bench_kernels --benchmark_filter='K4/.*/H:896/V:151936/N:1024'   (about a minute per row)
 #include <grpo/logprob/fused_grpo_loss.hpp>
+#include <grpo/logprob/kernel_path.hpp>
 #include <grpo/logprob/linear_log_probs.hpp>
 #include <grpo/logprob/token_log_probs.hpp>
 #include <grpo/loss/recipes.hpp>
@@ -42,6 +44,20 @@ double seconds_of(const std::function<void()>& fn, int repeats) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
+}
+
+/// Mean seconds per call of fn over at least 0.2 s and 10 calls: a baseline timed in the same run as the benchmark
+/// beside it (whose mean over ~0.2 s Google Benchmark reports).
+double mean_seconds_of(const std::function<void()>& fn) {
+  int64_t runs = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0.0;
+  while (elapsed < 0.2 || runs < 10) {
+    fn();
+    ++runs;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return elapsed / static_cast<double>(runs);
 }
 
 /// One-read memory bandwidth in bytes/s: the best of a few sums over 1 GiB of random floats.
@@ -98,7 +114,7 @@ void rate(benchmark::State& state, const char* name, double per_iteration) {
 
 // ---- K1, K2: from logits ----------------------------------------------------------------------------------------
 
-enum class Impl { eager, fused, fused_inplace };
+enum class Impl { eager, fused, fused_inplace, generic };
 
 void logits_bench(benchmark::State& state, Shape s, Impl impl, bool backward) {
   torch::manual_seed(0);
@@ -107,12 +123,14 @@ void logits_bench(benchmark::State& state, Shape s, Impl impl, bool backward) {
   const double logit_bytes = 4.0 * s.n * s.v;
   torch::Tensor logits = impl == Impl::fused_inplace ? torch::empty_like(source) : source;
   if (backward) logits.requires_grad_(true);
-  auto step = [&] {
+  auto run = [&](Impl which) {
     torch::Tensor lp;
-    if (impl == Impl::eager) {
+    if (which == Impl::eager) {
       lp = torch::log_softmax(logits, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1);
     } else {
-      lp = grpo::token_log_probs(logits, ids, {.overwrite_logits_in_backward = impl == Impl::fused_inplace}).log_probs;
+      // The generic path (LibTorch operations over chunks of rows), forced on these CPU logits.
+      const grpo::ForceKernelPath force(which == Impl::generic ? grpo::KernelPath::generic : grpo::KernelPath::automatic);
+      lp = grpo::token_log_probs(logits, ids, {.overwrite_logits_in_backward = which == Impl::fused_inplace}).log_probs;
     }
     if (backward) {
       lp.sum().backward();
@@ -121,6 +139,7 @@ void logits_bench(benchmark::State& state, Shape s, Impl impl, bool backward) {
     }
     benchmark::DoNotOptimize(lp.data_ptr());
   };
+  auto step = [&] { run(impl); };
   // The in-place backward destroys the logits: restore them (untimed) before each iteration.
   std::function<void()> restore;
   if (impl == Impl::fused_inplace) restore = [&] {
@@ -128,16 +147,21 @@ void logits_bench(benchmark::State& state, Shape s, Impl impl, bool backward) {
     logits.copy_(source);
   };
   time_steps(state, s.n, step, restore);
+  // The fused kernels timed in the same run: fused seconds per iteration as an iteration-invariant rate is
+  // fused_time / generic_time.
+  if (impl == Impl::generic) rate(state, "x_fused", mean_seconds_of([&] { run(Impl::fused); }));
   // Minimal traffic: forward reads the logits once; backward reads them once more and writes the gradient.
   const double bytes = backward ? 3.0 * logit_bytes : logit_bytes;
   rate(state, "GB/s", bytes / 1e9);
   state.counters["bandwidth_GB/s"] = measured_bandwidth() / 1e9;
   state.counters["bytes_at_bandwidth_s"] = bytes / measured_bandwidth();
   // Analytic extra memory: eager keeps the [N, V] log_softmax (and in backward its gradient and the logits'
-  // gradient); ours keeps O(N) in forward and the logits' gradient (none when written in place).
+  // gradient); ours keeps O(N) in forward and the logits' gradient (none when written in place), and the generic
+  // path's chunk temporaries are at most 2 of about 128 MiB each.
   double bound = 0;
   if (impl == Impl::eager) bound = backward ? 3 * logit_bytes : logit_bytes;
   if (impl == Impl::fused && backward) bound = logit_bytes;
+  if (impl == Impl::generic) bound = (backward ? logit_bytes : 0.0) + 2 * std::min(logit_bytes, 128.0 * kMiB);
   state.counters["bound_extra_MiB"] = bound / kMiB;
 }
 
@@ -245,19 +269,12 @@ void k5(benchmark::State& state, int64_t tokens, LossImpl impl) {
   // Minimal traffic: read lp, old, ref, mask (4 B each per token), write the gradient.
   rate(state, "GB/s", 20.0 * tokens / 1e9);
   if (impl != LossImpl::eager) {
-    // The speed-up over the eager composition, timed here in the same run as the mean over ~0.2 s (the statistic
-    // Google Benchmark reports for ours): eager seconds per iteration as an iteration-invariant rate is
-    // eager_time / our_time.
-    int64_t runs = 0;
-    const auto start = std::chrono::steady_clock::now();
-    double elapsed = 0.0;
-    while (elapsed < 0.2 || runs < 10) {
-      grpo::bench::eager_dapo_loss(lp, old, ref, adv, mask, 0.2, 0.28, 0.04).backward();
-      lp.mutable_grad() = torch::Tensor();
-      ++runs;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    rate(state, "x_eager", elapsed / static_cast<double>(runs));
+    // The speed-up over the eager composition, timed in the same run: eager seconds per iteration as an
+    // iteration-invariant rate is eager_time / our_time.
+    rate(state, "x_eager", mean_seconds_of([&] {
+           grpo::bench::eager_dapo_loss(lp, old, ref, adv, mask, 0.2, 0.28, 0.04).backward();
+           lp.mutable_grad() = torch::Tensor();
+         }));
   }
 }
 
@@ -342,9 +359,12 @@ void register_all() {
     for (bool backward : {false, true}) {
       const char* kernel = backward ? "K2" : "K1";
       const std::vector<std::pair<const char*, Impl>> impls =
-          backward ? std::vector<std::pair<const char*, Impl>>{{"eager", Impl::eager}, {"fused", Impl::fused},
-                                                                {"fused_inplace", Impl::fused_inplace}}
-                   : std::vector<std::pair<const char*, Impl>>{{"eager", Impl::eager}, {"fused", Impl::fused}};
+          backward ? std::vector<std::pair<const char*, Impl>>{{"eager", Impl::eager},
+                                                                {"fused", Impl::fused},
+                                                                {"fused_inplace", Impl::fused_inplace},
+                                                                {"generic", Impl::generic}}
+                   : std::vector<std::pair<const char*, Impl>>{
+                         {"eager", Impl::eager}, {"fused", Impl::fused}, {"generic", Impl::generic}};
       for (const auto& [name, impl] : impls) {
         configure(benchmark::RegisterBenchmark(shape_name(kernel, name, s, false, is_quick(s)).c_str(),
                                                [s, impl = impl, backward](benchmark::State& st) {

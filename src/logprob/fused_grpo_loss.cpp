@@ -6,6 +6,7 @@
 #include <grpo/core/tensor_checks.hpp>
 
 #include <grpo/logprob/fused_grpo_loss.hpp>
+#include <grpo/logprob/kernel_path.hpp>
 #include <grpo/logprob/linear_log_probs.hpp>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include <limits>
 #include <optional>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace grpo {
@@ -86,6 +88,27 @@ detail::FusedKl fused_kl(KlEstimator estimator) {
       return detail::FusedKl::low_var_kl;
   }
   return detail::FusedKl::none;
+}
+
+/// The generic path: GrpoLoss's composition of LibTorch operations for the same options (it computes the same
+/// loss, metrics and gradient, tests/logprob/fused_grpo_loss_test.cpp; any device).
+LossOutput generic_loss(GrpoLossOptions options, const LossInputs& in, const Normaliser& normaliser) {
+  options.implementation = LossImplementation::generic;
+  return GrpoLoss(std::move(options))(in, normaliser);
+}
+
+/// Throws unless every defined tensor of `in` is on the CPU, which the CPU kernel path reads, naming the first that
+/// is not.
+void check_inputs_on_cpu(const LossInputs& in, const char* what) {
+  const std::pair<const torch::Tensor*, const char*> tensors[] = {
+      {&in.log_probs, "log_probs"}, {&in.old_log_probs, "old_log_probs"},         {&in.ref_log_probs, "ref_log_probs"},
+      {&in.advantages, "advantages"}, {&in.mask, "mask"},                         {&in.entropy, "entropy"},
+      {&in.sampler_log_probs, "sampler_log_probs"}, {&in.truncated, "truncated"}};
+  for (const auto& [t, name] : tensors) {
+    GRPO_CHECK(!t->defined() || t->device().is_cpu(),
+               "{}: {} is on {}, but the CPU kernel path reads CPU tensors only (put every input on one device)", what,
+               name, t->device().str());
+  }
 }
 
 /// t as a contiguous tensor of dtype (no copy when it already is one).
@@ -380,14 +403,13 @@ bool detail::fused_loss_supports(const GrpoLossOptions& options) {
 LossOutput detail::fused_loss(const GrpoLossOptions& options, const LossInputs& in, const Normaliser& normaliser,
                               const char* what) {
   check_normaliser(options.loss_type, normaliser);
-  GRPO_CHECK(detail::all_on_cpu(in),
-             "{}: the fused kernel runs on CPU tensors; log_probs is on {} (use GrpoLoss, whose generic implementation "
-             "runs on any device)",
-             what, in.log_probs.defined() ? in.log_probs.device().str() : "none");
   detail::check_dim(in.log_probs, 2, "log_probs", what);
   detail::check_floating(in.log_probs, "log_probs", what);
   const auto dtype = in.log_probs.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const Prepared p = prepare(options, in, in.log_probs, "log_probs", dtype, what);
+  if (resolve_kernel_path(in.log_probs, "log_probs", what) == KernelPath::generic)
+    return generic_loss(options, in, normaliser);
+  check_inputs_on_cpu(in, what);
   const auto lp = as_compute(in.log_probs, dtype);
   auto grad = torch::empty({p.batch, p.time}, lp.options());
   LossPartial total;
@@ -431,9 +453,20 @@ LossOutput FusedGrpoLoss::operator()(const torch::Tensor& hidden, const torch::T
   GRPO_CHECK(!in.log_probs.defined(), "{}: inputs.log_probs must be undefined (they are computed from hidden)",
              kWhat);
   GRPO_CHECK(linear.temperature > 0.0, "{}: temperature must be > 0, got {}", kWhat, linear.temperature);
+  detail::check_same_device(weight, "weight", hidden, "hidden", kWhat);
+  detail::check_same_device(ids, "ids", hidden, "hidden", kWhat);
   detail::check_token_ids(ids, weight.size(0), kWhat);
   const auto dtype = detail::log_prob_compute_dtype(hidden);
   const Prepared p = prepare(options_, in, ids, "ids", dtype, kWhat);
+  if (resolve_kernel_path(hidden, "hidden", kWhat) == KernelPath::generic) {
+    // linear_token_log_probs (which takes the generic path too) then the generic loss; autograd recomputes the
+    // logits in backward (8·N·H·V FLOPs instead of 6).
+    LossInputs with_log_probs = in;
+    const LinearLogProbOptions log_prob_options{.temperature = linear.temperature, .chunk_rows = linear.chunk_rows};
+    with_log_probs.log_probs = linear_token_log_probs(hidden, weight, ids, log_prob_options).log_probs;
+    return generic_loss(options_, with_log_probs, normaliser);
+  }
+  check_inputs_on_cpu(in, kWhat);
   const int64_t vocab = weight.size(0), n = p.batch * p.time;
   const auto h = hidden.detach().reshape({n, hidden.size(2)}).contiguous();
   const auto w = weight.detach().contiguous();
@@ -457,14 +490,14 @@ LossOutput FusedGrpoLoss::operator()(const torch::Tensor& hidden, const torch::T
     auto h_c = h.narrow(0, r0, rows);
     at::mm_out(z, h_c, w.t());
     auto ids_c = flat_ids.narrow(0, r0, rows).unsqueeze(0);
-    auto stats = detail::rows_forward(z.unsqueeze(0), ids_c, linear.temperature, false);
+    auto stats = detail::rows_forward(z.unsqueeze(0), ids_c, linear.temperature, false, KernelPath::cpu);
     lp.view({-1}).narrow(0, r0, rows).copy_(stats.log_probs);
     AT_DISPATCH_FLOATING_TYPES(dtype, "FusedGrpoLoss", [&] {
       total.add(make_kernel<scalar_t>(p, lp, g_lp, options_, normaliser).rows(b0, b1));
     });
     if (!need_hidden && !need_weight) continue;
     detail::rows_backward(z.unsqueeze(0), ids_c, stats, g_lp.view({-1}).narrow(0, r0, rows), torch::Tensor(),
-                          linear.temperature, z.unsqueeze(0));
+                          linear.temperature, z.unsqueeze(0), KernelPath::cpu);
     if (need_hidden) {
       auto gh = grad_hidden.narrow(0, r0, rows);
       at::mm_out(gh, z, w);

@@ -13,7 +13,6 @@
 namespace grpo {
 namespace {
 
-constexpr int64_t kChunkBytes = int64_t{128} << 20;
 constexpr int64_t kMinChunkRows = 64;
 
 struct Saved {
@@ -21,6 +20,7 @@ struct Saved {
   detail::RowStats stats;             // lse, entropy: [N]
   double temperature = 1.0;
   int64_t chunk_rows = 1;
+  KernelPath path = KernelPath::cpu;  // of the row computation (resolve_kernel_path)
 };
 
 /// logits of rows [start, start + rows) into buffer[0:rows] as a [1, rows, V] view.
@@ -50,7 +50,8 @@ LinearForward linear_forward(const Saved& s, bool with_entropy, bool with_sum_pi
   for (int64_t start = 0; start < n; start += s.chunk_rows) {
     const int64_t rows = std::min(s.chunk_rows, n - start);
     auto z = chunk_logits(s, buffer, start, rows);
-    auto part = detail::rows_forward(z, s.ids.narrow(0, start, rows).unsqueeze(0), s.temperature, with_entropy);
+    auto part =
+        detail::rows_forward(z, s.ids.narrow(0, start, rows).unsqueeze(0), s.temperature, with_entropy, s.path);
     out.log_probs.narrow(0, start, rows).copy_(part.log_probs);
     out.lse.narrow(0, start, rows).copy_(part.lse);
     if (with_entropy) out.entropy.narrow(0, start, rows).copy_(part.entropy);
@@ -90,7 +91,8 @@ LinearGrads linear_backward(const Saved& s, const torch::Tensor& grad_log_probs,
     auto z = chunk_logits(s, buffer, start, rows);
     detail::RowStats stats{torch::Tensor(), s.stats.lse.narrow(0, start, rows),
                            use_entropy ? s.stats.entropy.narrow(0, start, rows) : torch::Tensor()};
-    detail::rows_backward(z, s.ids.narrow(0, start, rows).unsqueeze(0), stats, g_lp_c, g_h_c, s.temperature, z);
+    detail::rows_backward(z, s.ids.narrow(0, start, rows).unsqueeze(0), stats, g_lp_c, g_h_c, s.temperature, z,
+                          s.path);
     auto dz = z.squeeze(0);
     auto h = s.hidden.narrow(0, start, rows);
     if (need_hidden) {
@@ -116,13 +118,14 @@ class LinearLogProbFunction : public torch::autograd::Function<LinearLogProbFunc
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                                 const torch::Tensor& weight, const torch::Tensor& ids,
                                                 double temperature, int64_t chunk_rows, bool with_entropy,
-                                                bool with_sum_pi_squared) {
-    Saved s{hidden, weight, ids, {}, temperature, chunk_rows};
+                                                bool with_sum_pi_squared, KernelPath path) {
+    Saved s{hidden, weight, ids, {}, temperature, chunk_rows, path};
     auto forward = linear_forward(s, with_entropy, with_sum_pi_squared);
     const detail::RowStats& stats = forward.stats;
     ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["chunk_rows"] = chunk_rows;
     ctx->saved_data["with_entropy"] = with_entropy;
+    ctx->saved_data["path"] = static_cast<int64_t>(path);
     ctx->save_for_backward({hidden, weight, ids, stats.lse, with_entropy ? stats.entropy : torch::Tensor()});
     torch::autograd::variable_list outputs{stats.log_probs};
     if (with_entropy) outputs.push_back(stats.entropy);
@@ -136,12 +139,17 @@ class LinearLogProbFunction : public torch::autograd::Function<LinearLogProbFunc
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     auto saved = ctx->get_saved_variables();
-    Saved s{saved[0], saved[1], saved[2], {torch::Tensor(), saved[3], saved[4]},
-            ctx->saved_data["temperature"].toDouble(), ctx->saved_data["chunk_rows"].toInt()};
+    Saved s{saved[0],
+            saved[1],
+            saved[2],
+            {torch::Tensor(), saved[3], saved[4]},
+            ctx->saved_data["temperature"].toDouble(),
+            ctx->saved_data["chunk_rows"].toInt(),
+            static_cast<KernelPath>(ctx->saved_data["path"].toInt())};
     auto grad_entropy = ctx->saved_data["with_entropy"].toBool() ? grad_outputs[1] : torch::Tensor();
     auto grads = linear_backward(s, grad_outputs[0], grad_entropy, ctx->needs_input_grad(0), ctx->needs_input_grad(1));
     return {grads.hidden,     grads.weight,     torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -149,7 +157,7 @@ class LinearLogProbFunction : public torch::autograd::Function<LinearLogProbFunc
 
 int64_t linear_log_prob_chunk_rows(const LinearLogProbOptions& options, int64_t vocab, int64_t element_bytes) {
   if (options.chunk_rows > 0) return options.chunk_rows;
-  return std::max(kMinChunkRows, kChunkBytes / (std::max<int64_t>(vocab, 1) * element_bytes));
+  return std::max(kMinChunkRows, detail::kLogitChunkBytes / (std::max<int64_t>(vocab, 1) * element_bytes));
 }
 
 TokenLogProbs linear_token_log_probs(const torch::Tensor& hidden, const torch::Tensor& weight,
@@ -171,11 +179,14 @@ TokenLogProbs linear_token_log_probs(const torch::Tensor& hidden, const torch::T
   GRPO_CHECK(ids.defined() && ids.sizes() == lead,
              "{}: ids must have the leading shape of hidden {} (without H), got shape {}", kWhat, shape_str(hidden),
              shape_str(ids));
+  detail::check_same_device(weight, "weight", hidden, "hidden", kWhat);
+  detail::check_same_device(ids, "ids", hidden, "hidden", kWhat);
   detail::check_token_ids(ids, weight.size(0), kWhat);
+  const KernelPath path = resolve_kernel_path(hidden, "hidden", kWhat);
   const int64_t chunk_rows = linear_log_prob_chunk_rows(options, weight.size(0), hidden.element_size());
   auto outs = LinearLogProbFunction::apply(hidden.reshape({-1, hidden.size(-1)}).contiguous(), weight.contiguous(),
                                            ids.reshape({-1}).contiguous(), options.temperature, chunk_rows,
-                                           options.with_entropy, options.with_sum_pi_squared);
+                                           options.with_entropy, options.with_sum_pi_squared, path);
   TokenLogProbs result;
   result.log_probs = outs[0].view(lead);
   if (options.with_entropy) result.entropy = outs[1].view(lead);

@@ -4,6 +4,7 @@
 #include <grpo/loss/recipes.hpp>
 
 #include <catch2/catch.hpp>
+#include <support/kernel_path_testing.hpp>
 #include <support/tensor_testing.hpp>
 
 #include <limits>
@@ -64,6 +65,7 @@ std::vector<std::pair<std::string, grpo::GrpoLossOptions>> configurations() {
 
 TEST_CASE("FusedGrpoLoss equals GrpoLoss in loss, metrics and gradient for every supported loss type",
           "[logprob][fused_loss]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
     const double tol = dtype == torch::kFloat64 ? 1e-12 : 2e-6;
     const auto batch = make_batch(dtype);
@@ -100,6 +102,7 @@ TEST_CASE("FusedGrpoLoss equals GrpoLoss in loss, metrics and gradient for every
 
 TEST_CASE("FusedGrpoLoss float32 vector kernel equals the float64 loss on long ragged rows with garbage padding",
           "[logprob][fused_loss]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   // Rows of 37 tokens (two full 16-lane vectors and a tail of 5) with lengths 0, 1, 16, 17 and 37; padding holds
   // −inf/NaN; some log ratios are ±30 (beyond verl's ±20 bound) and some clip. The float32 result of the vector
   // kernel is compared with the float64 generic loss on the same (float32-representable) values.
@@ -162,6 +165,7 @@ TEST_CASE("FusedGrpoLoss float32 vector kernel equals the float64 loss on long r
 }
 
 TEST_CASE("FusedGrpoLoss gradient equals finite differences (float64)", "[logprob][fused_loss][gradient]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   const auto batch = make_batch(torch::kFloat64);
   for (const auto& [name, options] : configurations()) {
     // CISPO's weight is a stop-gradient (sg(min(w, ε))·A·lp), so its gradient is not the derivative of its value;
@@ -179,6 +183,7 @@ TEST_CASE("FusedGrpoLoss gradient equals finite differences (float64)", "[logpro
 }
 
 TEST_CASE("FusedGrpoLoss edge cases: all masked, no old log-probs, log-ratio of ±100", "[logprob][fused_loss][edge]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   const grpo::FusedGrpoLoss fused(grpo::recipes::grpo());
   auto lp = torch::full({2, 3}, -1.0, torch::kFloat64).requires_grad_(true);
   auto zeros_mask = torch::zeros({2, 3});
@@ -215,6 +220,7 @@ TEST_CASE("FusedGrpoLoss edge cases: all masked, no old log-probs, log-ratio of 
 }
 
 TEST_CASE("hidden states to loss: linear log-probs then FusedGrpoLoss equal the eager chain", "[logprob][fused_loss]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(22);
   auto hidden = torch::randn({4, 6, 8}, torch::kFloat64);
   auto weight = torch::randn({29, 8}, torch::kFloat64) * 0.5;
@@ -246,6 +252,7 @@ TEST_CASE("hidden states to loss: linear log-probs then FusedGrpoLoss equal the 
 }
 
 TEST_CASE("FusedGrpoLoss rejects options it does not fuse, naming them", "[logprob][fused_loss][errors]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   auto options = grpo::recipes::dapo();
   options.entropy_coef = 0.01;
   REQUIRE_THROWS_AS(grpo::FusedGrpoLoss(options), grpo::ConfigError);
@@ -267,6 +274,7 @@ TEST_CASE("FusedGrpoLoss rejects options it does not fuse, naming them", "[logpr
 
 TEST_CASE("FusedGrpoLoss from hidden states (gradients in forward) equals log-probs then loss",
           "[logprob][fused_loss][linear]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(23);
   const auto batch = make_batch(torch::kFloat64);
   auto hidden = torch::randn({4, 6, 8}, torch::kFloat64);
@@ -322,4 +330,85 @@ TEST_CASE("FusedGrpoLoss from hidden states (gradients in forward) equals log-pr
                       .mask = batch.mask};
   REQUIRE_THROWS_WITH(fused(hidden, weight, ids, in, grpo::Normaliser::sequences(4)),
                       Catch::Contains("inputs.log_probs must be undefined"));
+}
+
+TEST_CASE("FusedGrpoLoss generic path equals its CPU kernel in loss, metrics and gradients, from log-probs and hidden "
+          "states",
+          "[logprob][fused_loss][generic]") {
+  torch::manual_seed(24);
+  auto hidden = torch::randn({4, 6, 8}, torch::kFloat64);
+  auto weight = torch::randn({37, 8}, torch::kFloat64) * 0.5;
+  auto ids = torch::randint(0, 37, {4, 6}, torch::kInt64);
+  for (auto dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
+    const auto batch = make_batch(dtype);
+    const double tol = dtype == torch::kFloat64 ? 1e-12 : 2e-6;
+    // bfloat16 gradients: rounded to 8 bits of mantissa (and, from hidden states, the weight's gradient is summed
+    // over chunks of bfloat16 products): to 1% of the gradient's largest element.
+    const bool bf16 = dtype == torch::kBFloat16;
+    for (const auto& [name, options] : configurations()) {
+      INFO(name << " " << c10::toString(dtype));
+      const grpo::FusedGrpoLoss fused(options);
+      auto run = [&](grpo::KernelPath path, bool from_hidden) {
+        const grpo::ForceKernelPath force(path);
+        auto lp = batch.lp.clone().requires_grad_(true);
+        auto h = hidden.to(dtype).detach().requires_grad_(true);
+        auto w = weight.to(dtype).detach().requires_grad_(true);
+        grpo::LossInputs in{.old_log_probs = batch.old, .ref_log_probs = batch.ref, .advantages = batch.adv,
+                            .mask = batch.mask, .entropy = batch.entropy};
+        const auto normaliser =
+            grpo::local_normaliser(options.loss_type, batch.mask, {.max_completion_length = 6});
+        grpo::LossOutput out;
+        if (from_hidden) {
+          out = fused(h, w, ids, in, normaliser, {.temperature = 0.9, .chunk_rows = 12});
+        } else {
+          in.log_probs = lp;
+          out = fused(in, normaliser);
+        }
+        out.loss.backward();
+        std::vector<torch::Tensor> grads;
+        for (const auto& x : from_hidden ? std::vector<torch::Tensor>{h, w} : std::vector<torch::Tensor>{lp}) {
+          REQUIRE(x.grad().scalar_type() == dtype);
+          grads.push_back(x.grad().to(torch::kFloat64));
+        }
+        return std::make_pair(out, grads);
+      };
+      for (bool from_hidden : {false, true}) {
+        INFO((from_hidden ? "from hidden states" : "from log-probs"));
+        auto [expected, expected_grads] = run(grpo::KernelPath::cpu, from_hidden);
+        auto [actual, actual_grads] = run(grpo::KernelPath::generic, from_hidden);
+        REQUIRE(actual.loss.scalar_type() == expected.loss.scalar_type());
+        REQUIRE(actual.loss.item<double>() == Approx(expected.loss.item<double>()).epsilon(tol).margin(tol));
+        for (size_t i = 0; i < actual_grads.size(); ++i) {
+          const double scale = expected_grads[i].abs().max().item<double>();
+          GRPO_REQUIRE_CLOSE(actual_grads[i], expected_grads[i], bf16 ? 1e-2 : tol, bf16 ? 1e-2 * scale : tol);
+        }
+        auto a = actual.metrics.items(), e = expected.metrics.items();
+        REQUIRE(a.size() == e.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          INFO(e[i].first);
+          REQUIRE(a[i].first == e[i].first);
+          REQUIRE(a[i].second == Approx(e[i].second).epsilon(tol).margin(tol));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("FusedGrpoLoss names an input its CPU kernel cannot read", "[logprob][fused_loss][errors]") {
+  const grpo::FusedGrpoLoss fused(grpo::recipes::dapo());
+  const auto meta = torch::Device(torch::kMeta);  // any device but the CPU
+  grpo::LossInputs in{.log_probs = torch::zeros({2, 3}), .advantages = torch::zeros({2}),
+                      .mask = torch::ones({2, 3}).to(meta)};
+  REQUIRE_THROWS_WITH(fused(in, grpo::Normaliser::tokens(6)),
+                      Catch::Contains("FusedGrpoLoss: mask is on meta, but the CPU kernel path reads CPU tensors"));
+  in.mask = torch::ones({2, 3});
+  in.log_probs = in.log_probs.to(meta);
+  const grpo::ForceKernelPath force(grpo::KernelPath::cpu);
+  REQUIRE_THROWS_WITH(fused(in, grpo::Normaliser::tokens(6)),
+                      Catch::Contains("the CPU kernel path is forced") && Catch::Contains("log_probs is on meta"));
+  REQUIRE_THROWS_WITH(fused(torch::zeros({2, 3, 4}).to(meta), torch::zeros({5, 4}).to(meta),
+                            torch::zeros({2, 3}, torch::kInt64), grpo::LossInputs{.advantages = torch::zeros({2}),
+                                                                                 .mask = torch::ones({2, 3})},
+                            grpo::Normaliser::tokens(6)),
+                      Catch::Contains("ids is on cpu but hidden is on meta"));
 }

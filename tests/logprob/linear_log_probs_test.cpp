@@ -2,6 +2,7 @@
 #include <grpo/logprob/linear_log_probs.hpp>
 
 #include <catch2/catch.hpp>
+#include <support/kernel_path_testing.hpp>
 #include <support/tensor_testing.hpp>
 
 #include <cmath>
@@ -50,6 +51,7 @@ Expected by_hand(const torch::Tensor& hidden, const torch::Tensor& weight, const
 }  // namespace
 
 TEST_CASE("linear_token_log_probs matches a double loop for any chunk size, temperature and odd V", "[logprob][linear]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(11);
   // V = 37 and H = 5 are not multiples of any vector width; N = 7 is not a multiple of the chunks 2 and 3.
   auto hidden = torch::randn({7, 5}, torch::kFloat64);
@@ -73,6 +75,7 @@ TEST_CASE("linear_token_log_probs matches a double loop for any chunk size, temp
 
 TEST_CASE("linear_token_log_probs: Σ softmax² per row equals a double loop, and asking for it changes no gradient",
           "[logprob][linear]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(12);
   auto hidden = torch::randn({7, 5}, torch::kFloat64).mul(3.0);
   auto weight = torch::randn({37, 5}, torch::kFloat64);
@@ -105,6 +108,7 @@ TEST_CASE("linear_token_log_probs: Σ softmax² per row equals a double loop, an
 
 TEST_CASE("linear_token_log_probs gradients (hidden and weight) equal finite differences in float64",
           "[logprob][linear][gradient]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(12);
   auto hidden = torch::randn({5, 4}, torch::kFloat64);
   auto weight = torch::randn({19, 4}, torch::kFloat64);
@@ -130,6 +134,7 @@ TEST_CASE("linear_token_log_probs gradients (hidden and weight) equal finite dif
 }
 
 TEST_CASE("linear_token_log_probs in float32 is within 1e-4 of float64 in values and gradients", "[logprob][linear]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(13);
   // V = 1003 (not a multiple of 16), N = 45 with chunks of 16 (last chunk partial), scale giving logits of a few units.
   auto hidden = torch::randn({45, 32}, torch::kFloat64);
@@ -160,6 +165,7 @@ TEST_CASE("linear_token_log_probs in float32 is within 1e-4 of float64 in values
 }
 
 TEST_CASE("linear_token_log_probs no-grad pass, bfloat16 inputs and huge logits", "[logprob][linear][edge]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(14);
   auto hidden = torch::randn({6, 8}).requires_grad_(true);
   auto weight = torch::randn({50, 8}).requires_grad_(true);
@@ -188,6 +194,7 @@ TEST_CASE("linear_token_log_probs no-grad pass, bfloat16 inputs and huge logits"
 }
 
 TEST_CASE("linear_token_log_probs rejects bad arguments with messages naming them", "[logprob][linear][errors]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   auto hidden = torch::zeros({2, 3, 4});
   auto weight = torch::zeros({10, 4});
   auto ids = torch::zeros({2, 3}, torch::kInt64);
@@ -197,6 +204,8 @@ TEST_CASE("linear_token_log_probs rejects bad arguments with messages naming the
                       Catch::Contains("ids must have the leading shape of hidden [2, 3, 4]"));
   REQUIRE_THROWS_WITH(grpo::linear_token_log_probs(hidden, weight.to(torch::kFloat64), ids),
                       Catch::Contains("weight dtype Double differs from hidden dtype Float"));
+  REQUIRE_THROWS_WITH(grpo::linear_token_log_probs(hidden, weight.to(torch::Device(torch::kMeta)), ids),
+                      Catch::Contains("weight is on meta but hidden is on cpu"));
   ids[1][1] = 10;
   REQUIRE_THROWS_WITH(grpo::linear_token_log_probs(hidden, weight, ids),
                       Catch::Contains("ids[1, 1] = 10 is outside the vocabulary [0, 10)"));
@@ -205,4 +214,44 @@ TEST_CASE("linear_token_log_probs rejects bad arguments with messages naming the
   REQUIRE_THROWS_WITH(grpo::linear_token_log_probs(hidden, weight, torch::zeros({2, 3}, torch::kInt64),
                                                    {.temperature = -1.0}),
                       Catch::Contains("temperature must be > 0"));
+}
+
+TEST_CASE("linear_token_log_probs generic path equals the CPU kernels in values and gradients for every dtype",
+          "[logprob][linear][generic]") {
+  // N = 45 in chunks of 16 (the last partial), one whole masked chunk, V = 1003, temperature 0.8, entropy and
+  // Σ softmax²; float64, float32 and bfloat16 hidden states and weight.
+  torch::manual_seed(15);
+  auto hidden = torch::randn({45, 32}, torch::kFloat64);
+  auto weight = torch::randn({1003, 32}, torch::kFloat64) * 0.4;
+  auto ids = torch::randint(0, 1003, {45}, torch::kInt64);
+  auto g = torch::randn({45}, torch::kFloat64);
+  auto g_h = torch::randn({45}, torch::kFloat64);
+  g.narrow(0, 16, 16).zero_();
+  g_h.narrow(0, 16, 16).zero_();
+  const grpo::LinearLogProbOptions options{
+      .temperature = 0.8, .chunk_rows = 16, .with_entropy = true, .with_sum_pi_squared = true};
+  for (auto dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
+    INFO(c10::toString(dtype));
+    const auto out_dtype = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    auto run = [&](grpo::KernelPath path) {
+      const grpo::ForceKernelPath force(path);
+      auto h = hidden.to(dtype).detach().requires_grad_(true);
+      auto w = weight.to(dtype).detach().requires_grad_(true);
+      auto out = grpo::linear_token_log_probs(h, w, ids, options);
+      ((out.log_probs * g.to(out_dtype)).sum() + (out.entropy * g_h.to(out_dtype)).sum()).backward();
+      return std::vector<torch::Tensor>{out.log_probs, out.entropy, out.sum_pi_squared,
+                                        h.grad().to(torch::kFloat64), w.grad().to(torch::kFloat64)};
+    };
+    const auto cpu = run(grpo::KernelPath::cpu), generic = run(grpo::KernelPath::generic);
+    const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
+    for (size_t i = 0; i < 3; ++i) {
+      REQUIRE(generic[i].scalar_type() == out_dtype);
+      GRPO_REQUIRE_CLOSE(generic[i], cpu[i], tol, tol);
+    }
+    // bfloat16: each chunk's ∂loss/∂logits is rounded to bfloat16 before the gradient GEMMs.
+    const double grad_tol = dtype == torch::kBFloat16 ? 2e-2 : tol;
+    GRPO_REQUIRE_CLOSE(generic[3], cpu[3], grad_tol, grad_tol);
+    GRPO_REQUIRE_CLOSE(generic[4], cpu[4], grad_tol, grad_tol);
+    REQUIRE(generic[3].narrow(0, 16, 16).abs().max().item<double>() == 0.0);
+  }
 }

@@ -2,6 +2,7 @@
 #include <grpo/logprob/token_log_probs.hpp>
 
 #include <catch2/catch.hpp>
+#include <support/kernel_path_testing.hpp>
 #include <support/tensor_testing.hpp>
 
 #include <cmath>
@@ -33,6 +34,7 @@ RowStats row_by_hand(const double* x, int64_t vocab, int64_t y, double temperatu
 }  // namespace
 
 TEST_CASE("token_log_probs matches a double-precision loop for every temperature", "[logprob]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(1);
   auto logits = torch::randn({3, 5, 37}, torch::kFloat64) * 3;
   auto ids = torch::randint(0, 37, {3, 5}, torch::kInt64);
@@ -59,6 +61,7 @@ TEST_CASE("token_log_probs matches a double-precision loop for every temperature
 
 TEST_CASE("token_log_probs gradient equals finite differences (float64), log-probs and entropy together",
           "[logprob][gradient]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(2);
   auto logits = torch::randn({2, 3, 7}, torch::kFloat64);
   auto ids = torch::randint(0, 7, {2, 3}, torch::kInt64);
@@ -82,6 +85,7 @@ TEST_CASE("token_log_probs gradient equals finite differences (float64), log-pro
 }
 
 TEST_CASE("token_log_probs in float32 agrees with the eager reference in values and gradients", "[logprob]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(3);
   auto logits = torch::randn({4, 9, 1000}) * 4;
   auto ids = torch::randint(0, 1000, {4, 9}, torch::kInt64);
@@ -97,6 +101,7 @@ TEST_CASE("token_log_probs in float32 agrees with the eager reference in values 
 }
 
 TEST_CASE("token_log_probs accepts [N, V], sliced (non-contiguous) and bfloat16 logits", "[logprob]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(4);
   auto full = torch::randn({2, 6, 50});
   auto sliced = full.slice(1, 0, 5);  // the usual logits[:, :-1, :]
@@ -119,6 +124,7 @@ TEST_CASE("token_log_probs accepts [N, V], sliced (non-contiguous) and bfloat16 
 }
 
 TEST_CASE("token_log_probs stays finite for huge logits and handles empty completions", "[logprob][edge]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   auto logits = torch::tensor({{1e4, -1e4, 0.0}, {-1e30, 1e30, 3.0}}).unsqueeze(0);
   auto ids = torch::tensor({{1, 0}}, torch::kInt64);
   auto leaf = logits.clone().requires_grad_(true);
@@ -147,6 +153,7 @@ TEST_CASE("token_log_probs stays finite for huge logits and handles empty comple
 }
 
 TEST_CASE("token_log_probs rejects bad arguments with messages naming them", "[logprob][errors]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   auto logits = torch::zeros({2, 3, 5});
   REQUIRE_THROWS_WITH(grpo::token_log_probs(logits, torch::zeros({2, 4}, torch::kInt64)),
                       Catch::Contains("ids must have the leading shape of logits [2, 3, 5]") &&
@@ -165,6 +172,7 @@ TEST_CASE("token_log_probs rejects bad arguments with messages naming them", "[l
 
 TEST_CASE("token_log_probs in float32 is within 1e-4 of float64 for any V, with entropy and masked rows",
           "[logprob][accuracy]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(5);
   // V around the vector width (16) and the kernel's block (2048) exercises the padded tails and the online rescale.
   for (int64_t vocab : {1, 15, 17, 2047, 2049, 5003}) {
@@ -194,6 +202,7 @@ TEST_CASE("token_log_probs in float32 is within 1e-4 of float64 for any V, with 
 }
 
 TEST_CASE("token_log_probs can write the gradient into the logits themselves", "[logprob][inplace]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
   torch::manual_seed(6);
   auto base = torch::randn({2, 3, 101});
   auto ids = torch::randint(0, 101, {2, 3}, torch::kInt64);
@@ -218,4 +227,106 @@ TEST_CASE("token_log_probs can write the gradient into the logits themselves", "
   auto squared = (logits * logits).sum();  // saves logits
   auto lp = grpo::token_log_probs(logits, ids, {.overwrite_logits_in_backward = true}).log_probs.sum();
   REQUIRE_THROWS(torch::autograd::backward({lp + squared}));
+}
+
+TEST_CASE("token_log_probs generic path equals the CPU kernels in values and gradients for every dtype",
+          "[logprob][generic]") {
+  // Sliced (non-contiguous) logits, temperatures 1 and 0.7, log-probs and entropy with a masked sequence (both
+  // incoming gradients 0), the gradient into a new buffer and into the logits; float64, float32 and bfloat16 logits.
+  torch::manual_seed(7);
+  const int64_t B = 3, T = 5;
+  for (int64_t vocab : {1, 17, 2049, 5003}) {
+    auto base = torch::randn({B, T + 1, vocab}, torch::kFloat64) * 4;
+    base[2][1] += torch::linspace(-30, 30, vocab, torch::kFloat64);
+    auto ids = torch::randint(0, vocab, {B, T}, torch::kInt64);
+    auto g = torch::randn({B, T}, torch::kFloat64);
+    auto g_h = torch::randn({B, T}, torch::kFloat64);
+    g[1].zero_();
+    g_h[1].zero_();
+    for (auto dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
+      const auto out_dtype = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+      // float32 results: the CPU kernels' polynomial exp and double row sums against LibTorch's exp and sums.
+      const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
+      // bfloat16 gradients: one rounding to 8 bits of mantissa of values that agree to float32 rounding.
+      const double grad_tol = dtype == torch::kBFloat16 ? 1e-2 : tol;
+      for (double temperature : {1.0, 0.7}) {
+        for (bool overwrite : {false, true}) {
+          INFO("V = " << vocab << " " << c10::toString(dtype) << " temperature " << temperature
+                      << (overwrite ? " overwrite_logits_in_backward" : ""));
+          auto run = [&](grpo::KernelPath path) {
+            const grpo::ForceKernelPath force(path);
+            auto x = base.to(dtype).detach().requires_grad_(true);
+            auto logits = (x * 1.0).slice(1, 0, T);  // an intermediate, so that its buffer may be overwritten
+            const grpo::TokenLogProbOptions options{
+                .temperature = temperature, .with_entropy = true, .overwrite_logits_in_backward = overwrite};
+            auto out = grpo::token_log_probs(logits, ids, options);
+            auto entropy = grpo::token_entropy(logits.detach(), {.temperature = temperature});
+            ((out.log_probs * g.to(out_dtype)).sum() + (out.entropy * g_h.to(out_dtype)).sum()).backward();
+            return std::vector<torch::Tensor>{out.log_probs, out.entropy, entropy, x.grad()};
+          };
+          const auto cpu = run(grpo::KernelPath::cpu), generic = run(grpo::KernelPath::generic);
+          REQUIRE(generic[0].scalar_type() == out_dtype);
+          REQUIRE(generic[3].scalar_type() == dtype);
+          GRPO_REQUIRE_CLOSE(generic[0], cpu[0], tol, tol);
+          GRPO_REQUIRE_CLOSE(generic[1], cpu[1], tol, tol);
+          GRPO_REQUIRE_CLOSE(generic[2], cpu[1], tol, tol);
+          // Gradients are up to |g|/temperature ≈ 4; the CPU kernels' polynomial exp (≈ 2 ulp) leaves ~1e-6 where the
+          // exact value is 0 (V = 1: p = 1).
+          GRPO_REQUIRE_CLOSE(generic[3].to(torch::kFloat64), cpu[3].to(torch::kFloat64), grad_tol,
+                             dtype == torch::kFloat64 ? 1e-13 : 1e-5);
+          REQUIRE(generic[3].select(0, 1).abs().max().item<double>() == 0.0);  // the masked sequence
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("token_log_probs backward takes the path of its forward, after the guard is gone", "[logprob][generic]") {
+  torch::manual_seed(8);
+  auto base = torch::randn({2, 3, 300}) * 3;
+  auto ids = torch::randint(0, 300, {2, 3}, torch::kInt64);
+  auto gradient = [&](bool backward_under_guard) {
+    auto x = base.clone().requires_grad_(true);
+    torch::Tensor lp;
+    {
+      const grpo::ForceKernelPath force(grpo::KernelPath::generic);
+      lp = grpo::token_log_probs(x, ids, {.temperature = 0.8, .with_entropy = true}).log_probs;
+      if (backward_under_guard) lp.sum().backward();
+    }
+    if (!backward_under_guard) lp.sum().backward();
+    return x.grad();
+  };
+  GRPO_REQUIRE_CLOSE(gradient(false), gradient(true), 0.0, 0.0);
+  REQUIRE_THROWS_WITH(grpo::token_log_probs(base, ids.to(torch::Device(torch::kMeta))),
+                      Catch::Contains("ids is on meta but logits is on cpu"));
+}
+
+TEST_CASE("token_log_probs generic path over several chunks (whole sequences, parts of one) equals the CPU kernels",
+          "[logprob][generic]") {
+  // V = 32768 gives 1024 float32 rows per 128 MiB chunk: [1, 1030, V] is cut inside its sequence, [3, 350, V] into
+  // chunks of two whole sequences (bfloat16 logits, about 70 MB each).
+  torch::manual_seed(9);
+  const int64_t vocab = 32768;
+  for (const auto& [batch, time] : {std::pair<int64_t, int64_t>{1, 1030}, std::pair<int64_t, int64_t>{3, 350}}) {
+    INFO("[" << batch << ", " << time << ", " << vocab << "]");
+    const auto logits = (torch::randn({batch, time, vocab}) * 3).to(torch::kBFloat16);
+    const auto ids = torch::randint(0, vocab, {batch, time}, torch::kInt64);
+    auto g = torch::randn({batch, time});
+    auto g_h = torch::randn({batch, time});
+    g.select(1, time - 1).zero_();  // masked last tokens
+    g_h.select(1, time - 1).zero_();
+    auto run = [&](grpo::KernelPath path) {
+      const grpo::ForceKernelPath force(path);
+      auto x = logits.clone().requires_grad_(true);
+      auto out = grpo::token_log_probs(x, ids, {.temperature = 0.9, .with_entropy = true});
+      ((out.log_probs * g).sum() + (out.entropy * g_h).sum()).backward();
+      return std::vector<torch::Tensor>{out.log_probs, out.entropy, x.grad().to(torch::kFloat32)};
+    };
+    const auto cpu = run(grpo::KernelPath::cpu), generic = run(grpo::KernelPath::generic);
+    GRPO_REQUIRE_CLOSE(generic[0], cpu[0], 1e-5, 1e-5);
+    GRPO_REQUIRE_CLOSE(generic[1], cpu[1], 1e-5, 1e-5);
+    // bfloat16 gradients (one rounding of values that agree to float32 rounding), compared without a float64 copy.
+    REQUIRE((generic[2] - cpu[2]).abs_().le_(cpu[2].abs() * 1e-2 + 1e-5).all().item<bool>());
+    REQUIRE(generic[2].select(1, time - 1).abs().max().item<float>() == 0.0f);
+  }
 }

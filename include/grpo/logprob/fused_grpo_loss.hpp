@@ -20,6 +20,13 @@
 // straight-through, mask_truncated_completions, entropy as a metric. Anything else (entropy bonus or mask, δ, dual
 // clip, sampler correction, off-policy mask, importance-weighted KL, sapo/vespo/gmpo/...) is rejected at
 // construction with a ConfigError naming the option: use GrpoLoss for those.
+//
+// Devices (kernel_path.hpp): the loop above is the CPU kernel, for CPU inputs (every input must then be on the
+// CPU). On any other device, or under ForceKernelPath(KernelPath::generic), the generic path computes the same loss,
+// metrics and gradient with GrpoLoss's composition of LibTorch operations (GrpoLossOptions::implementation =
+// generic); the hidden-state overload's generic path is linear_token_log_probs (generic path) followed by it, so
+// there the logits are recomputed in backward. The path is resolved for inputs.log_probs (hidden for the
+// hidden-state overload).
 #pragma once
 
 #include <grpo/logprob/linear_log_probs.hpp>

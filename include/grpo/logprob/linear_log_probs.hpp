@@ -13,6 +13,11 @@
 // (2 forward, 6 backward including the recompute), extra memory one [C, V] chunk plus the gradients themselves.
 // Vocabulary blocking is not used: on a CPU the [C, V] chunk costs 8 bytes of memory traffic per 2·H FLOPs of
 // GEMM (224 FLOP/B at H = 896), far above the machine's ridge point, so splitting V would only add GEMM calls.
+//
+// Devices (kernel_path.hpp): the GEMMs are LibTorch's on every device; the row computation of each chunk is the
+// fused CPU row kernel for CPU hidden states and token_log_probs' generic path (the same formulas as LibTorch
+// operations) on any other device, or on the CPU under ForceKernelPath(KernelPath::generic). The chunking, the
+// memory bound and the results (to rounding) are the same on both paths.
 #pragma once
 
 #include <grpo/logprob/token_log_probs.hpp>
@@ -39,7 +44,8 @@ struct LinearLogProbOptions {
 /// log softmax(h·Wᵀ / temperature) gathered at ids, and optionally the entropy and Σ softmax², without materialising
 /// the logits.
 /// hidden [B, T, H] or [N, H]; weight [V, H] of the same floating dtype (the lm_head weight; the embedding matrix
-/// when tied); ids of hidden's leading shape, int64 in [0, V). Results have ids' shape, float32 (float64 for
+/// when tied); ids of hidden's leading shape, int64 in [0, V); all three on one device (the path is chosen by
+/// resolve_kernel_path(hidden)). Results have ids' shape, on that device, float32 (float64 for
 /// float64 inputs). Differentiable with respect to hidden and weight (either may not require grad); under
 /// torch::NoGradGuard it is the memory-bounded no-grad pass for old and reference log-probs. Throws grpo::Error
 /// naming the argument and its shape when the inputs do not fit.

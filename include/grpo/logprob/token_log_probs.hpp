@@ -12,7 +12,18 @@
 //   ∂ H/∂x        = −softmax(z) ⊙ (log softmax(z) + H) / temperature
 // in one more pass per row (softmax recomputed from the saved logsumexp), into a new buffer or, when asked, into
 // the logits themselves. Rows whose incoming gradients are zero (masked tokens) skip the exp pass.
+//
+// Devices (kernel_path.hpp): the fused kernels above run for CPU logits. For logits on any other device, or under
+// ForceKernelPath(KernelPath::generic), the generic path computes the same quantities with LibTorch operations over
+// chunks of rows (about 128 MiB of z per chunk, z in the compute dtype): logsumexp, the gathered target logit and
+// the entropy; its backward recomputes softmax from the saved logsumexp chunk by chunk with the two formulas above,
+// into a new buffer or the logits (overwrite_logits_in_backward). Both paths keep O(rows) between forward and
+// backward and never hold more than one chunk of the log-softmax; results agree to rounding
+// (tests/logprob/token_log_probs_test.cpp runs every test on both). ForceKernelPath(KernelPath::cpu) on non-CPU
+// logits throws grpo::Error naming the device.
 #pragma once
+
+#include <grpo/logprob/kernel_path.hpp>
 
 #include <torch/torch.h>
 
@@ -43,12 +54,14 @@ struct TokenLogProbs {
 };
 
 /// log softmax(logits / temperature) gathered at ids, fused (one pass per row), with a memory-bounded backward.
-/// logits [B, T, V] or [N, V], floating point; ids of the leading shape, int64 in [0, V) (put any valid id, e.g. 0,
-/// at padded positions and mask them later). Throws grpo::Error naming the shapes or the first out-of-range id.
+/// logits [B, T, V] or [N, V], floating point, on any device (the path is chosen by resolve_kernel_path(logits));
+/// ids of the leading shape, int64 in [0, V), on the logits' device (put any valid id, e.g. 0, at padded positions
+/// and mask them later). Throws grpo::Error naming the shapes, the devices or the first out-of-range id.
 TokenLogProbs token_log_probs(const torch::Tensor& logits, const torch::Tensor& ids,
                               const TokenLogProbOptions& options = {});
 
-/// Entropy of softmax(logits / temperature) per row: [B, T] (or [N]); fused, differentiable, fp32 or fp64.
+/// Entropy of softmax(logits / temperature) per row: [B, T] (or [N]); fused, differentiable, fp32 or fp64. Same
+/// paths as token_log_probs.
 torch::Tensor token_entropy(const torch::Tensor& logits, const TokenLogProbOptions& options = {});
 
 /// Plain eager reference: log_softmax(logits / temperature) then gather (materialises [B, T, V]). For tests and

@@ -63,8 +63,10 @@ inline EntropyAggregation parse_entropy_aggregation(std::string_view name) {
 
 /// Which code computes GrpoLoss (GrpoLossOptions::implementation).
 enum class LossImplementation {
-  /// The fused CPU kernel (FusedGrpoLoss, one pass over the tokens with a hand-written gradient) when it supports
-  /// the options and every input is a CPU tensor; the generic composition of tensor operations otherwise.
+  /// FusedGrpoLoss when it supports the options, the generic composition of tensor operations otherwise.
+  /// FusedGrpoLoss runs its CPU kernel (one pass over the tokens with a hand-written gradient) for CPU inputs and
+  /// this generic composition on other devices or under ForceKernelPath(KernelPath::generic)
+  /// (logprob/kernel_path.hpp).
   automatic,
   /// Always the generic composition of LibTorch operations (any device; autograd through every input).
   generic,
@@ -135,9 +137,10 @@ struct GrpoLossOptions {
   std::optional<int64_t> max_completion_length;
   /// seq_mean_token_sum_norm: verl loss_scale_factor, for local_normaliser (default: the padded length T).
   std::optional<double> loss_scale_factor;
-  /// The fused CPU kernel where it applies (automatic), or always the generic tensor composition. Both give the
-  /// same loss, metrics and gradient with respect to log_probs (tests/parity); the fused one is several times
-  /// faster, the generic one also differentiates through the entropy and runs on any device.
+  /// The fused kernel where it applies (automatic: its CPU kernel for CPU inputs, the generic composition on other
+  /// devices), or always the generic tensor composition. Both give the same loss, metrics and gradient with respect
+  /// to log_probs (tests/parity); the fused CPU kernel is several times faster, the generic composition also
+  /// differentiates through the entropy and runs on any device.
   LossImplementation implementation = LossImplementation::automatic;
 
   /// Throws ConfigError naming the option and its value.
@@ -311,19 +314,11 @@ inline std::optional<double> entropy_mean_share(const GrpoLossOptions& options, 
 }
 
 /// FusedGrpoLoss's kernel (src/logprob/fused_grpo_loss.cpp): whether it computes `options` (validated), and the
-/// loss of CPU inputs with it; errors name `what` (the caller's class).
+/// loss with it (its CPU kernel or its generic path, as logprob/kernel_path.hpp resolves for inputs.log_probs);
+/// errors name `what` (the caller's class).
 bool fused_loss_supports(const GrpoLossOptions& options);
 LossOutput fused_loss(const GrpoLossOptions& options, const LossInputs& inputs, const Normaliser& normaliser,
                       const char* what);
-
-/// True when every defined tensor of `inputs` is on the CPU.
-inline bool all_on_cpu(const LossInputs& in) {
-  for (const torch::Tensor* t : {&in.log_probs, &in.old_log_probs, &in.ref_log_probs, &in.advantages, &in.mask,
-                                 &in.entropy, &in.sampler_log_probs, &in.truncated}) {
-    if (t->defined() && !t->device().is_cpu()) return false;
-  }
-  return true;
-}
 }  // namespace detail
 
 /// The GRPO-family loss of one micro-batch (formula at the top of this file), configured once by options.
@@ -352,7 +347,7 @@ class GrpoLoss {
   /// Loss and metrics of one micro-batch. Throws grpo::Error naming the input and its shape when inputs do not
   /// fit, ConfigError when the normaliser's kind does not fit loss_type.
   LossOutput operator()(const LossInputs& inputs, const Normaliser& normaliser) const {
-    if (fused_ && detail::all_on_cpu(inputs)) return detail::fused_loss(options_, inputs, normaliser, "GrpoLoss");
+    if (fused_) return detail::fused_loss(options_, inputs, normaliser, "GrpoLoss");
     check_normaliser(options_.loss_type, normaliser);
     const Masks masks = loss_masks(inputs);  // also checks every input's shape
     const auto dtype = detail::policy_loss_compute_dtype(inputs.log_probs.scalar_type());
@@ -551,7 +546,7 @@ class GrpoLoss {
   }
 
   GrpoLossOptions options_;
-  bool fused_ = false;  ///< the fused CPU kernel computes these options
+  bool fused_ = false;  ///< the fused kernel computes these options
 };
 
 /// Selects the surrogate called `name`: a built-in PolicyLossType name (policy.type, policy_loss_name cleared) or a

@@ -16,7 +16,12 @@
 
 #include <fmt/format.h>
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -48,7 +53,8 @@ struct Result {
   double prefill_s = 0, train_s = 0, kept_gib = 0, peak_gib = 0;
 };
 
-Result measure(bool blocked, int64_t batch, int64_t tokens, torch::ScalarType dtype) {
+/// Times (measure_memory false) or memory (true) of one implementation.
+Result measure(bool blocked, int64_t batch, int64_t tokens, torch::ScalarType dtype, bool measure_memory) {
   torch::manual_seed(0);
   auto q = torch::randn({batch, kHeads, tokens, kDim}).to(dtype).requires_grad_(true);
   auto k = torch::randn({batch, kKvHeads, tokens, kDim}).to(dtype).requires_grad_(true);
@@ -59,15 +65,19 @@ Result measure(bool blocked, int64_t batch, int64_t tokens, torch::ScalarType dt
                    : grpo::models::eager_attention(q, k, v, segments);
   };
   Result r;
-  r.prefill_s = best_seconds([&] {
-    torch::NoGradGuard no_grad;
-    benchmark::DoNotOptimize(run().data_ptr());
-  });
   const auto weights = torch::randn({batch, kHeads, tokens, kDim}).to(dtype);
-  r.train_s = best_seconds([&] {
-    (run() * weights).sum().backward();
-    q.mutable_grad() = k.mutable_grad() = v.mutable_grad() = torch::Tensor();
-  });
+  if (!measure_memory) {
+    r.prefill_s = best_seconds([&] {
+      torch::NoGradGuard no_grad;
+      benchmark::DoNotOptimize(run().data_ptr());
+    });
+    r.train_s = best_seconds([&] {
+      (run() * weights).sum().backward();
+      q.mutable_grad() = k.mutable_grad() = v.mutable_grad() = torch::Tensor();
+    });
+    return r;
+  }
+  malloc_trim(0);  // return the free memory of earlier runs, so that new tensors show in the resident size
   grpo::bench::PeakMemory peak;
   {
     const int64_t before = grpo::bench::proc_status_bytes("VmRSS");
@@ -81,7 +91,37 @@ Result measure(bool blocked, int64_t batch, int64_t tokens, torch::ScalarType dt
 
 }  // namespace
 
+/// Memory of one configuration measured by this program run again in a fresh process (--memory-of), where every
+/// allocation of 256 KiB or more is its own mapping, returned when freed, so that resident memory follows the live
+/// tensors (glibc otherwise raises that threshold after the first large free and keeps later blocks resident, and a
+/// process that ran other configurations carries their heap). Timing stays in this process, with the allocator a
+/// training run has.
+Result memory_in_fresh_process(bool blocked, int64_t batch, int64_t tokens, torch::ScalarType dtype) {
+  const std::string command = fmt::format("/proc/{}/exe --memory-of {},{},{},{}", ::getpid(), blocked ? 1 : 0, batch,
+                                          tokens, dtype == torch::kFloat32 ? "fp32" : "bf16");
+  FILE* pipe = ::popen(command.c_str(), "r");
+  Result r;
+  if (pipe == nullptr || std::fscanf(pipe, "%lf %lf", &r.kept_gib, &r.peak_gib) != 2) r.kept_gib = r.peak_gib = NAN;
+  if (pipe != nullptr) ::pclose(pipe);
+  return r;
+}
+
+/// The --memory-of child: prints "kept peak" (GiB) of one configuration.
+int print_memory_of(const std::string& spec) {
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 256 * 1024);
+  int blocked = 0;
+  long long batch = 0, tokens = 0;
+  char dtype[8] = {};
+  if (std::sscanf(spec.c_str(), "%d,%lld,%lld,%4s", &blocked, &batch, &tokens, dtype) != 4) return 2;
+  const auto r = measure(blocked != 0, batch, tokens, std::string(dtype) == "fp32" ? torch::kFloat32 : torch::kBFloat16,
+                         true);
+  fmt::print("{} {}\n", r.kept_gib, r.peak_gib);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--memory-of") return print_memory_of(argv[2]);
   int64_t batch = 4;
   std::vector<int64_t> token_counts = {640, 1152, 2048};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -111,7 +151,10 @@ int main(int argc, char** argv) {
     for (int64_t tokens : token_counts) {
       Result eager, blocked;
       for (bool is_blocked : {false, true}) {
-        const auto r = measure(is_blocked, batch, tokens, dtype);
+        auto r = measure(is_blocked, batch, tokens, dtype, false);
+        const auto memory = memory_in_fresh_process(is_blocked, batch, tokens, dtype);
+        r.kept_gib = memory.kept_gib;
+        r.peak_gib = memory.peak_gib;
         // Score and output products: 2 · (2·B·Hq·T·S·D); blocked reads only keys up to each block's last query.
         const double pairs = is_blocked ? 0.5 * tokens * (tokens + 1.0) : 1.0 * tokens * tokens;
         const double forward_flops = 4.0 * batch * kHeads * pairs * kDim;

@@ -228,6 +228,7 @@ grpo::train::StepScorer make_scorer(const r1_zero::Settings& s, const r1_zero::R
 }  // namespace
 
 int main(int argc, char** argv) try {
+  grpo::use_passive_omp_wait_policy(argv);  // unless the environment sets OMP_WAIT_POLICY (omp_wait_policy.hpp)
   r1_zero::Settings s;
   CLI::App app{"GRPO R1-Zero training: the built-in tiny task, or a Hugging Face checkpoint on one or several data sets"};
   const auto flags = r1_zero::add_flags(app, s);
@@ -285,12 +286,14 @@ int main(int argc, char** argv) try {
     std::int64_t total = 0, trainable = 0;
     for (const auto& p : model->parameters()) (p.requires_grad() ? trainable : total) += p.numel();
     total += trainable;
-    fmt::print("model: {} parameters ({} trained{}), {}{}\n", total, trainable,
+    const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+    fmt::print("model: {} parameters ({} trained{}), {}{}; {} threads, OMP_WAIT_POLICY={}\n", total, trainable,
                model->lora_options() ? fmt::format(": LoRA r={} on {} modules", model->lora_options()->rank,
                                                    grpo::models::lora_modules(model).size())
                                      : "",
                s.dtype == "fp32" ? "fp32" : s.dtype + " with fp32 master weights",
-               model->gradient_checkpointing() ? ", activation checkpointing" : "");
+               model->gradient_checkpointing() ? ", activation checkpointing" : "", at::get_num_threads(),
+               wait_policy ? wait_policy : "(default)");
     fs::create_directories(s.output_dir);
     r1_zero::write_config(s.output_dir / "config.yaml", *flags, run);
     const auto mode = s.resume ? grpo::train::OpenMode::append : grpo::train::OpenMode::truncate;

@@ -109,6 +109,7 @@ void print_evaluation(const char* when, const grpo::train::SftEvaluation& e) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  grpo::use_passive_omp_wait_policy(argv);  // unless the environment sets OMP_WAIT_POLICY (omp_wait_policy.hpp)
   Settings s;
   CLI::App app{
       "Cold-start SFT on chat data (assistant-only loss); the output checkpoint starts GRPO (r1_zero --model)"};

@@ -4,9 +4,11 @@
 
 #include <grpo/core/error.hpp>
 #include <grpo/core/json_quote.hpp>
+#include <grpo/core/omp_wait_policy.hpp>
 #include <grpo/core/tensor_checks.hpp>
 
 #include <grpo/logprob/fused_grpo_loss.hpp>
+#include <grpo/logprob/kernel_path.hpp>
 #include <grpo/logprob/linear_log_probs.hpp>
 #include <grpo/logprob/token_log_probs.hpp>
 
@@ -31,6 +33,7 @@
 #include <grpo/policy/rollout.hpp>
 #include <grpo/policy/sampler.hpp>
 
+#include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/models/lora.hpp>
 #include <grpo/models/model_config.hpp>

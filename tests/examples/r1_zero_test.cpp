@@ -173,6 +173,19 @@ TEST_CASE("r1_zero --dtype bf16 (fp32 master weights) learns the tiny task as fp
   static_assert(0.9 > kTinyTaskNoLearningBest + 0.3);
 }
 
+TEST_CASE("r1_zero runs with OMP_WAIT_POLICY=PASSIVE unless the environment sets a policy", "[examples][precision]") {
+  const auto dir = scratch("wait_policy");
+  const std::string args = " --output-dir " + dir.string() + " --steps 1 --eval-every 0 --save-every 0 2>&1";
+  const auto unset = grpo::testing::run_command("env -u OMP_WAIT_POLICY " + std::string(GRPO_R1_ZERO_PATH) + args);
+  INFO(unset.out);
+  REQUIRE(unset.status == 0);
+  CHECK_THAT(unset.out, Catch::Contains("OMP_WAIT_POLICY=PASSIVE"));
+  const auto active = grpo::testing::run_command("env OMP_WAIT_POLICY=active " + std::string(GRPO_R1_ZERO_PATH) + args);
+  INFO(active.out);
+  REQUIRE(active.status == 0);
+  CHECK_THAT(active.out, Catch::Contains("OMP_WAIT_POLICY=active"));
+}
+
 TEST_CASE("r1_zero --lora-r trains adapters only and learns the tiny task, and the adapter it writes loads back",
           "[examples][lora]") {
   const auto dir = scratch("tiny_lora");

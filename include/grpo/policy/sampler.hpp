@@ -132,7 +132,7 @@ class Sampler {
       }
       for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
         const auto real = finished.index_select(0, active).logical_not();  // the decoding rows not yet finished
-        auto [token, log_prob] = sample(logits.to(torch::kCPU, torch::kFloat32), active, batch);
+        auto [token, log_prob] = sample(logits.to(torch::kFloat32), active, batch);
         if (record(token, log_prob) || step + 1 == options_.max_new_tokens) break;
         // A row keeps decoding: its new token is real (a row that just ended leaves below, or is masked out).
         mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
@@ -154,7 +154,7 @@ class Sampler {
         auto ids = step == 0 ? r.prompt_ids : torch::cat({r.prompt_ids, torch::stack(tokens, 1)}, 1);
         auto logits = model->forward(ids, mask).select(1, -1);
         const auto real = finished.logical_not();
-        auto [token, log_prob] = sample(logits.to(torch::kCPU, torch::kFloat32), all, batch);
+        auto [token, log_prob] = sample(logits.to(torch::kFloat32), all, batch);
         if (record(token, log_prob)) break;
         mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
       }
@@ -212,16 +212,19 @@ class Sampler {
     torch::Tensor token, log_prob;  // [B] int64, [B] float32
   };
 
-  /// One token for each of the `rows` ([A] int64 indices into the batch of B) from their logits [A, V] (fp32, CPU);
-  /// returns [B] tokens and log-probs, pad and 0 for the rows not drawn. Drawing is torch::multinomial's for one
-  /// sample without replacement, done here for the whole batch: argmax(p / q), q ~ Exp(1) over [B, V] in row order,
-  /// so the numbers drawn, and each row's token, do not depend on which rows are still decoding.
-  Sample sample(const torch::Tensor& logits, const torch::Tensor& rows, int64_t batch) {
+  /// One token for each of the `rows` ([A] int64 CPU indices into the batch of B) from their logits [A, V] (fp32, on
+  /// the model's device, where all of the filtering and drawing runs); returns [B] tokens and log-probs on the CPU
+  /// (the only per-token transfer: A tokens and A log-probs), pad and 0 for the rows not drawn. Drawing is
+  /// torch::multinomial's for one sample without replacement, done here for the whole batch: argmax(p / q),
+  /// q ~ Exp(1) over [B, V] in row order, so the numbers drawn, and each row's token, do not depend on which rows are
+  /// still decoding.
+  Sample sample(const torch::Tensor& logits, const torch::Tensor& cpu_rows, int64_t batch) {
+    const auto rows = cpu_rows.to(logits.device());
     const double t = options_.temperature > 0 ? options_.temperature : 1.0;
     auto scaled = logits / t;
     auto full_log_probs = torch::log_softmax(scaled, -1);
     auto scatter = [&](const torch::Tensor& values, const torch::Tensor& fill) {
-      return fill.index_copy(0, rows, values);
+      return fill.index_copy(0, cpu_rows, values.to(torch::kCPU));
     };
     auto tokens = torch::full({batch}, options_.pad_token_id, torch::kInt64);
     auto zeros = torch::zeros({batch}, torch::kFloat32);
@@ -248,15 +251,29 @@ class Sampler {
       auto threshold = std::get<0>(probs.max(-1, /*keepdim=*/true)) * options_.min_p;
       filtered.masked_fill_(probs < threshold, minus_inf);
     }
-    auto noise = torch::empty({batch, vocab}, torch::kFloat32).exponential_(1, generator_).index_select(0, rows);
+    auto noise = exponential_noise(batch, vocab, logits.device()).index_select(0, rows);
     auto token = torch::softmax(filtered, -1).div(noise).argmax(-1);
     const auto& source =
         options_.log_probs == SamplerLogProbs::full_distribution ? full_log_probs : torch::log_softmax(filtered, -1);
     return {scatter(token, tokens), scatter(source.gather(-1, token.unsqueeze(-1)).squeeze(-1), zeros)};
   }
 
+  /// q ~ Exp(1) of shape [B, V] on `device`, from the sampler's generator: the CPU generator seeded with
+  /// SamplerOptions::seed, or on another device a copy of that device's generator seeded with it (another engine,
+  /// so a seed draws other completions there than on the CPU).
+  torch::Tensor exponential_noise(int64_t batch, int64_t vocab, const torch::Device& device) {
+    const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+    if (device.is_cpu()) return torch::empty({batch, vocab}, options).exponential_(1, generator_);
+    if (!device_generator_.defined() || device_generator_.device() != device) {
+      device_generator_ = at::globalContext().defaultGenerator(device).clone();
+      device_generator_.set_current_seed(options_.seed);
+    }
+    return torch::empty({batch, vocab}, options).exponential_(1, device_generator_);
+  }
+
   SamplerOptions options_;
   at::Generator generator_;
+  at::Generator device_generator_;  // for a model on another device than the CPU, made on first use
 };
 
 }  // namespace grpo

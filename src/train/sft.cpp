@@ -540,9 +540,33 @@ Scalars SftStepOutput::metrics() const {
           {"num_tokens", static_cast<double>(tokens)}};
 }
 
+namespace {
+
+models::CausalLM checked_model(models::CausalLM model) {
+  GRPO_CHECK_CONFIG(!model.is_empty(), "SftTrainer: the model is empty");
+  return model;
+}
+
+}  // namespace
+
+SftTrainer::SftTrainer(models::CausalLM model, torch::optim::AdamWOptions adamw, SftTrainerOptions options)
+    : model_(checked_model(std::move(model))),
+      master_(trainable_parameters(*model_)),
+      own_optimizer_(std::make_unique<torch::optim::AdamW>(master_.masters(), adamw)),
+      optimizer_(own_optimizer_.get()),
+      options_(std::move(options)) {
+  options_.validate();
+}
+
 SftTrainer::SftTrainer(models::CausalLM model, torch::optim::AdamW& optimizer, SftTrainerOptions options)
-    : model_(std::move(model)), optimizer_(&optimizer), options_(std::move(options)) {
-  GRPO_CHECK_CONFIG(!model_.is_empty(), "SftTrainer: the model is empty");
+    : model_(checked_model(std::move(model))),
+      master_(trainable_parameters(*model_)),
+      optimizer_(&optimizer),
+      options_(std::move(options)) {
+  GRPO_CHECK_CONFIG(!master_.mixed(),
+                    "SftTrainer: the model has half-precision (bf16/fp16) trainable parameters, which an optimizer "
+                    "over them would step directly (small updates rounded away); construct SftTrainer with "
+                    "torch::optim::AdamWOptions to train through fp32 master weights");
   options_.validate();
 }
 
@@ -561,10 +585,12 @@ SftStepOutput SftTrainer::step(std::span<const SftBatch> micro_batches) {
   for (const SftBatch& batch : micro_batches) {
     auto loss = sft_loss(model_, batch, normaliser, options_.loss);
     if (loss.tokens > 0) loss.loss.backward();
+    master_.accumulate_gradients();
     out.nll_sum += loss.nll_sum;
     out.tokens += loss.tokens;
   }
-  out.grad_norm = clip_and_step(*optimizer_, model_->parameters(), options_.max_grad_norm);
+  out.grad_norm = clip_and_step(*optimizer_, master_.masters(), options_.max_grad_norm);
+  master_.masters_to_parameters();
   out.loss = out.nll_sum / normaliser.divisor();
   steps_done_ = out.step;
   return out;

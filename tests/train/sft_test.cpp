@@ -401,6 +401,49 @@ TEST_CASE("sft packed rows: every example's hidden states equal those of the exa
   }
 }
 
+TEST_CASE("sft trainer: a bf16 model trains through fp32 master weights, and an optimizer over bf16 weights is refused",
+          "[sft][precision]") {
+  constexpr std::int64_t kVocab = 32;
+  const auto examples = random_examples(8, kVocab, 10, 5);
+  const auto batches = grpo::train::make_sft_batches(examples, {.batch_size = 4});
+  auto full = tiny_model(kVocab, 6);
+  auto half = grpo::models::deep_copy(full);
+  half->to(torch::kBFloat16);
+  std::vector<torch::Tensor> start;
+  for (const auto& p : full->parameters()) start.push_back(p.detach().clone());
+
+  // lr 1e-4 is far below bf16's spacing at these weights (about 1e-3 at |w| = 0.3): stepped in bf16 directly,
+  // most updates would round away.
+  grpo::train::SftTrainer fp32(full, torch::optim::AdamWOptions(1e-4), {.max_grad_norm = 0.0});
+  grpo::train::SftTrainer bf16(half, torch::optim::AdamWOptions(1e-4), {.max_grad_norm = 0.0});
+  REQUIRE(!fp32.master_weights().mixed());
+  REQUIRE(bf16.master_weights().mixed());
+  for (int step = 0; step < 5; ++step) {
+    fp32.step(batches);
+    bf16.step(batches);
+  }
+  const auto masters = bf16.master_weights().masters();
+  const auto params = half->parameters(), reference = full->parameters();
+  REQUIRE(masters.size() == params.size());
+  double moved = 0.0, apart = 0.0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    REQUIRE(masters[i].scalar_type() == torch::kFloat32);
+    REQUIRE(params[i].scalar_type() == torch::kBFloat16);
+    REQUIRE(torch::equal(params[i], masters[i].to(torch::kBFloat16)));  // the parameters are the rounded masters
+    moved += (reference[i] - start[i]).pow(2).sum().item<double>();
+    apart += (masters[i] - reference[i]).pow(2).sum().item<double>();
+  }
+  INFO("fp32 run moved the weights by " << std::sqrt(moved) << "; bf16 masters end " << std::sqrt(apart)
+                                        << " from the fp32 weights");
+  CHECK(std::sqrt(apart) < 0.3 * std::sqrt(moved));
+
+  auto other = grpo::models::deep_copy(half);
+  torch::optim::AdamW direct(other->parameters(), torch::optim::AdamWOptions(1e-4));
+  REQUIRE_THROWS_AS(grpo::train::SftTrainer(other, direct), grpo::ConfigError);
+  REQUIRE_THROWS_WITH(grpo::train::SftTrainer(other, direct),
+                      Catch::Contains("construct SftTrainer with torch::optim::AdamWOptions"));
+}
+
 TEST_CASE(
     "sft trainer: a step over micro-batches equals one step over the whole batch, and a short run lowers held-out NLL",
     "[sft]") {

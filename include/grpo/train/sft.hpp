@@ -22,12 +22,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <grpo/core/error.hpp>
 #include <grpo/loss/aggregation.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
 #include <grpo/train/lr_schedule.hpp>
+#include <grpo/train/master_weights.hpp>
 #include <grpo/train/metrics_writer.hpp>
 #include <optional>
 #include <span>
@@ -249,10 +251,18 @@ struct SftStepOutput {
 
 /// One optimizer step per call over a list of micro-batches (gradient accumulation): zero the gradients, then for
 /// each micro-batch loss.backward() with the step's normaliser (sft_normaliser of all of them), so the step equals
-/// one big batch; clip; set the learning rate from the schedule; AdamW step. The trainer keeps references to the
-/// model and the caller's optimizer, which must outlive it.
+/// one big batch; clip; set the learning rate from the schedule; AdamW step.
+///
+/// A bf16 (or fp16) model trains through fp32 master weights (master_weights.hpp), as GrpoTrainer does: gradients
+/// summed in fp32, clipping and AdamW (fp32 state) on the masters, the parameters the rounded masters after each
+/// step. Build such a trainer with the AdamWOptions constructor, which owns its optimizer over the masters.
 class SftTrainer {
  public:
+  /// The trainer owns an AdamW over the model's trainable parameters (their fp32 masters for a half-precision model).
+  SftTrainer(models::CausalLM model, torch::optim::AdamWOptions adamw, SftTrainerOptions options = {});
+  /// The caller's optimizer, over the model's full-precision parameters; it must outlive the trainer. Throws
+  /// ConfigError for a model with half-precision trainable parameters (stepping them directly would round small
+  /// updates away: use the AdamWOptions constructor).
   SftTrainer(models::CausalLM model, torch::optim::AdamW& optimizer, SftTrainerOptions options = {});
 
   SftStepOutput step(std::span<const SftBatch> micro_batches);
@@ -261,9 +271,15 @@ class SftTrainer {
   std::int64_t steps_done() const { return steps_done_; }
   void set_steps_done(std::int64_t steps) { steps_done_ = steps; }
   const SftTrainerOptions& options() const { return options_; }
+  /// The optimizer stepped (the caller's, or the trainer's own), for checkpoints.
+  torch::optim::AdamW& optimizer() { return *optimizer_; }
+  /// The fp32 masters of the trainable parameters (the parameters themselves for a full-precision model).
+  const MasterWeights& master_weights() const { return master_; }
 
  private:
   models::CausalLM model_;
+  MasterWeights master_;
+  std::unique_ptr<torch::optim::AdamW> own_optimizer_;  // set by the AdamWOptions constructor
   torch::optim::AdamW* optimizer_;
   SftTrainerOptions options_;
   std::int64_t steps_done_ = 0;

@@ -571,8 +571,8 @@ inline void check_model_flags(const Settings& s) {
   GRPO_CHECK_CONFIG(!cuda || torch::cuda::is_available(),
                     "--device {}: this LibTorch has no CUDA support or sees no GPU (Debian's libtorch-dev is CPU-only)",
                     s.device);
-  GRPO_CHECK_CONFIG(!cuda, "--device {}: r1_zero trains on the CPU in this version (its sampler and fused kernels are "
-                    "CPU code); use --device cpu", s.device);
+  GRPO_CHECK_CONFIG(!cuda, "--device {}: r1_zero trains on the CPU in this version (the kernels and the sampler run "
+                    "on any device, but the trainer's step has not been run on a GPU); use --device cpu", s.device);
   GRPO_CHECK_CONFIG(s.dtype != "fp16", "--dtype fp16: half-precision matrix products need a CUDA device; on a CPU use "
                     "--dtype bf16");
   GRPO_CHECK_CONFIG(!s.fp32_lm_head || s.dtype != "fp32", "--fp32-lm-head: the model is already fp32 (--dtype fp32)");

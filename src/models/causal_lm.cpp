@@ -175,11 +175,12 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias, WeightInit init,
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   auto y = project(x, weight, bias);
   if (!lora || !lora->enabled) return y;
-  // peft's lora.Linear: the adapter runs in its own dtype (fp32 beside a half-precision base) and adds in the base's.
+  // peft's lora.Linear: the adapter runs in its own dtype (fp32 beside a half-precision base), the sum is formed in
+  // the wider of the two and rounded to the base's dtype once.
   auto input = x.to(lora->a->weight.scalar_type());
   if (lora->dropout > 0.0 && is_training()) input = torch::dropout(input, lora->dropout, /*train=*/true);
   auto delta = project(project(input, lora->a->weight), lora->b->weight) * lora->scaling;
-  return y + delta.to(y.scalar_type());
+  return delta.scalar_type() == y.scalar_type() ? y + delta : (y.to(delta.scalar_type()) + delta).to(y.scalar_type());
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t count, int64_t dim, WeightInit init, const torch::TensorOptions& options) {

@@ -52,18 +52,38 @@ bool is_plain_name(std::string_view s) {
   });
 }
 
-/// peft's check_target_module_exists: a name (or suffix after '.') in the list, or a full regex match of one
-/// non-plain entry; "all-linear" is every Linear but lm_head.
+bool is_all_linear(std::string_view target) {
+  constexpr std::string_view kAllLinear = "all-linear";
+  return target.size() == kAllLinear.size() &&
+         std::equal(target.begin(), target.end(), kAllLinear.begin(),
+                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+}
+
+/// Whether target_modules is peft's string form (a regular expression), not its list form.
+bool is_regex_target(const LoraOptions& options) {
+  return options.target_modules.size() == 1 && !is_all_linear(options.target_modules[0]) &&
+         !is_plain_name(options.target_modules[0]);
+}
+
+/// In layers_to_transform, or no layer filter.
+bool in_chosen_layers(std::string_view name, const LoraOptions& options) {
+  return options.layers_to_transform.empty() ||
+         std::find(options.layers_to_transform.begin(), options.layers_to_transform.end(), layer_index(name)) !=
+             options.layers_to_transform.end();
+}
+
+/// peft's check_target_module_exists (tuners/tuners_utils.py): the string form is a regular expression the whole
+/// name must match ("all-linear": every Linear but lm_head); in the list form an entry matches the module of that
+/// exact name, or, within layers_to_transform, a module whose name ends with "." + entry.
 bool targeted(std::string_view name, const LoraOptions& options) {
+  if (options.target_modules.size() == 1 && is_all_linear(options.target_modules[0])) {
+    return name != "lm_head" && in_chosen_layers(name, options);
+  }
+  if (is_regex_target(options)) return std::regex_match(std::string(name), std::regex(options.target_modules[0]));
   for (const std::string& target : options.target_modules) {
-    if (target == "all-linear") {
-      if (name != "lm_head") return true;
-    } else if (is_plain_name(target)) {
-      if (name == target || (name.size() > target.size() && name.ends_with(target) &&
-                             name[name.size() - target.size() - 1] == '.')) {
-        return true;
-      }
-    } else if (std::regex_match(std::string(name), std::regex(target))) {
+    if (name == target) return true;
+    if (name.size() > target.size() && name.ends_with(target) && name[name.size() - target.size() - 1] == '.' &&
+        in_chosen_layers(name, options)) {
       return true;
     }
   }
@@ -73,13 +93,14 @@ bool targeted(std::string_view name, const LoraOptions& options) {
 std::string config_json(const LoraOptions& o, std::string_view base_model) {
   std::string targets;
   for (const std::string& t : o.target_modules) targets += (targets.empty() ? "" : ", ") + json_quoted(t);
+  targets = is_regex_target(o) ? targets : "[" + targets + "]";  // peft: a string is a regex, a list names
   std::string layers = o.layers_to_transform.empty() ? "null" : fmt::format("[{}]", fmt::join(o.layers_to_transform, ", "));
   return fmt::format(
       "{{\n  \"alpha_pattern\": {{}},\n  \"base_model_name_or_path\": {},\n  \"bias\": \"none\",\n"
       "  \"fan_in_fan_out\": false,\n  \"inference_mode\": true,\n  \"init_lora_weights\": true,\n"
       "  \"layers_pattern\": null,\n  \"layers_to_transform\": {},\n  \"lora_alpha\": {},\n  \"lora_dropout\": {},\n"
       "  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n  \"r\": {},\n  \"rank_pattern\": {{}},\n"
-      "  \"revision\": null,\n  \"target_modules\": [{}],\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n"
+      "  \"revision\": null,\n  \"target_modules\": {},\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n"
       "  \"use_rslora\": {}\n}}\n",
       base_model.empty() ? "null" : json_quoted(base_model), layers, o.alpha, o.dropout, o.rank, targets,
       o.use_rslora ? "true" : "false");
@@ -98,13 +119,22 @@ void LoraOptions::validate() const {
   GRPO_CHECK_CONFIG(!target_modules.empty(), "LoRA: target_modules must name at least one module");
   for (const std::string& target : target_modules) {
     GRPO_CHECK_CONFIG(!target.empty(), "LoRA: target_modules has an empty entry");
-    if (target == "all-linear" || is_plain_name(target)) continue;
+    GRPO_CHECK_CONFIG(target_modules.size() == 1 || is_plain_name(target),
+                      "LoRA: target_modules entry \"{}\" is not a module name; in a list of several entries each names "
+                      "a module or a suffix (peft's list form); a regular expression or all-linear must be the only "
+                      "entry",
+                      target);
+  }
+  if (is_regex_target(*this)) {
     try {
-      std::regex check(target);
+      std::regex check(target_modules[0]);
     } catch (const std::regex_error& e) {
-      throw ConfigError(fmt::format("LoRA: target_modules entry \"{}\" is not a regular expression: {}", target,
-                                    e.what()));
+      throw ConfigError(fmt::format("LoRA: target_modules entry \"{}\" is not a regular expression: {}",
+                                    target_modules[0], e.what()));
     }
+    GRPO_CHECK_CONFIG(layers_to_transform.empty(),
+                      "LoRA: layers_to_transform cannot be used with a regular expression in target_modules (peft "
+                      "rejects it too); put the layer into the expression");
   }
   for (int64_t layer : layers_to_transform) {
     GRPO_CHECK_CONFIG(layer >= 0, "LoRA: layers_to_transform must hold layer indexes >= 0, got {}", layer);
@@ -127,12 +157,6 @@ std::vector<std::string> lora_targets(const CausalLM& model, const LoraOptions& 
   std::vector<std::string> chosen;
   for (const auto& [name, linear] : linears) {
     if (!targeted(name, options)) continue;
-    const int64_t layer = layer_index(name);
-    if (!options.layers_to_transform.empty() &&
-        std::find(options.layers_to_transform.begin(), options.layers_to_transform.end(), layer) ==
-            options.layers_to_transform.end()) {
-      continue;
-    }
     GRPO_CHECK_CONFIG(name != "lm_head",
                       "LoRA: target_modules selects lm_head, which this library does not adapt (the fused log-prob "
                       "kernels read its weight directly); target the decoder's projections");
@@ -178,8 +202,7 @@ std::vector<std::string> add_lora(CausalLM& model, const LoraOptions& options) {
     linear->lora = std::move(adapter);
   }
   LoraOptions stored = options;
-  if (std::find(options.target_modules.begin(), options.target_modules.end(), "all-linear") !=
-      options.target_modules.end()) {
+  if (options.target_modules.size() == 1 && is_all_linear(options.target_modules[0])) {
     stored.target_modules.assign(suffixes.begin(), suffixes.end());  // peft saves the expanded names too
   }
   model->set_lora_options(stored);

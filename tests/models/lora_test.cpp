@@ -60,6 +60,41 @@ TEST_CASE("add_lora: adapters on the matched projections only, the base frozen, 
   CHECK(one_layer->lora_options()->target_modules.size() == 7);  // saved expanded, as peft does
 }
 
+TEST_CASE("LoRA targets follow peft: a string is a regex written back as a string, list entries are names or "
+          "suffixes, layers_to_transform filters suffix matches only",
+          "[models][lora]") {
+  auto targets = [](grpo::models::LoraOptions options) {
+    return grpo::models::lora_targets(grpo::testing::random_fp64_model(config(), 1), options);
+  };
+  // peft's list form: an exact full name is taken whatever layers_to_transform says; a suffix only in those layers.
+  CHECK(targets({.target_modules = {"model.layers.0.mlp.up_proj", "down_proj"}, .layers_to_transform = {1}}) ==
+        std::vector<std::string>{"model.layers.0.mlp.up_proj", "model.layers.1.mlp.down_proj"});
+  CHECK(targets({.target_modules = {"ALL-LINEAR"}}).size() == 14);  // any case, as peft compares it
+  CHECK_THROWS_WITH(targets({.target_modules = {"q_proj", ".*v_proj"}}),
+                    Catch::Contains("a regular expression or all-linear must be the only entry"));
+  CHECK_THROWS_WITH(targets({.target_modules = {R"(.*\.layers\.0\..*_proj)"}, .layers_to_transform = {1}}),
+                    Catch::Contains("layers_to_transform cannot be used with a regular expression"));
+
+  // Round trips through adapter_config.json: a regex stays a JSON string, names stay a list.
+  for (const std::vector<std::string>& modules :
+       {std::vector<std::string>{R"(.*\.mlp\.(up|down)_proj)"}, std::vector<std::string>{"k_proj", "o_proj"},
+        std::vector<std::string>{"q_proj"}}) {
+    INFO(modules.front());
+    auto model = grpo::testing::random_fp64_model(config(), 1);
+    const auto adapted = grpo::models::add_lora(model, {.target_modules = modules});
+    const auto dir = grpo::testing::fresh_temp_dir("lora_targets");
+    grpo::models::save_lora_adapter(model, dir);
+    std::ifstream in(dir / "adapter_config.json");
+    const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const bool regex = modules.size() == 1 && modules[0].find('*') != std::string::npos;
+    CHECK_THAT(json, Catch::Contains(regex ? "\"target_modules\": \"" : "\"target_modules\": ["));
+    auto reloaded = grpo::testing::random_fp64_model(config(), 1);
+    grpo::models::load_lora_adapter(reloaded, dir);
+    CHECK(grpo::models::lora_modules(reloaded) == adapted);
+    fs::remove_all(dir);
+  }
+}
+
 TEST_CASE("LoRA forward is x·Wᵀ + b + x·Aᵀ·Bᵀ·α/r, merge folds it into W, and LoraDisabled gives the base",
           "[models][lora]") {
   for (bool rslora : {false, true}) {

@@ -53,7 +53,8 @@ struct LoraOptions {
   int64_t rank = 8;       ///< r
   double alpha = 8.0;     ///< lora_alpha
   double dropout = 0.0;   ///< lora_dropout
-  /// Module names or suffixes ("q_proj"), a regular expression (one entry), or "all-linear".
+  /// Module names or suffixes ("q_proj"), or as the only entry a regular expression or "all-linear" (peft's string
+  /// form; lora.hpp, add_lora).
   std::vector<std::string> target_modules = {"q_proj", "v_proj"};
   bool use_rslora = false;                   ///< scaling α / √r instead of α / r
   std::vector<int64_t> layers_to_transform;  ///< decoder layer indexes to adapt (empty = all)

@@ -8,8 +8,9 @@
 // an optimizer over the parameters that require grad trains the adapters only; the base weights are never copied.
 // LoraDisabled runs the base model alone (the reference policy of a LoRA run). Adapters start as peft's
 // init_lora_weights=True: A Kaiming-uniform (a = √5, torch::nn::Linear's), B = 0, so the adapted model starts equal
-// to the base. Beside a half-precision base they are kept in fp32 (peft's autocast_adapter_dtype) and their output is
-// added in the base dtype.
+// to the base. Beside a half-precision base they are kept in fp32 (peft's autocast_adapter_dtype; peft first rounds
+// its initial A to the base dtype, this library draws it in fp32) and the sum base + adapter is formed in fp32 and
+// rounded to the base dtype once, as peft's lora.Linear does.
 //
 // Files (peft save_pretrained): adapter_config.json (peft_type "LORA", r, lora_alpha, lora_dropout, target_modules,
 // use_rslora, layers_to_transform, …) and adapter_model.safetensors with tensors
@@ -32,9 +33,11 @@ std::vector<std::string> lora_modules(const CausalLM& model);
 /// The module names add_lora(model, options) would adapt, without changing the model; throws as add_lora does.
 std::vector<std::string> lora_targets(const CausalLM& model, const LoraOptions& options);
 
-/// Adds adapters to the Linear layers `options` selects (peft's matching: a list entry matches a module whose name is
-/// the entry or ends with "." + entry; a single entry that is not a plain name is a regular expression the whole
-/// name must match; "all-linear" is every Linear but lm_head) and freezes all other parameters. Throws ConfigError
+/// Adds adapters to the Linear layers `options` selects (peft's check_target_module_exists: a single entry that is
+/// not a plain name is peft's string form, a regular expression (ECMAScript syntax) the whole name must match, and
+/// "all-linear" (any case) every Linear but lm_head; otherwise each entry, as in peft's list form, matches the
+/// module of that exact name or, within layers_to_transform, a module whose name ends with "." + entry) and freezes
+/// all other parameters. Throws ConfigError
 /// naming target_modules (and listing the model's Linear names) when nothing matches, for lm_head (the fused
 /// log-prob kernels read its weight directly), or when the model already has adapters. Returns lora_modules(model).
 std::vector<std::string> add_lora(CausalLM& model, const LoraOptions& options);

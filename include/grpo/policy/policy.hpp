@@ -36,7 +36,7 @@ struct PolicyOptions {
   /// (0 = automatic, about 128 MiB of logits). Unused for models that only return logits.
   int64_t chunk_rows = 0;
   /// Models with hidden states, in half precision: the log-probs (and their gradients) from fp32 copies of the
-  /// hidden states and the lm_head weight (TRL's cast_lm_head_to_fp32, ScaleRL's fp32 head): the logits' rounding
+  /// hidden states and the lm_head weight (the aim of TRL's cast_lm_head_to_fp32, which keeps the head in fp32, and of ScaleRL's fp32 head): the logits' rounding
   /// in bf16 (about 3 significant digits) no longer enters the log-probs and the importance ratios.
   bool fp32_lm_head = false;
 };

@@ -137,7 +137,7 @@ struct GrpoTrainerOptions {
   /// scores chunk k while chunk k + 1 is sampled when it prefetches.
   std::int64_t generation_chunks = 1;
   /// Log-probs (and their gradient) from an fp32 copy of the hidden states and the lm_head weight when the model is
-  /// in half precision (TRL's cast_lm_head_to_fp32; PolicyOptions::fp32_lm_head).
+  /// in half precision (PolicyOptions::fp32_lm_head; the aim of TRL's cast_lm_head_to_fp32).
   bool fp32_lm_head = false;
   double learning_rate = 1e-3;          ///< AdamW's base rate (a context stage may change it)
   double weight_decay = 0.0;

@@ -16,3 +16,22 @@ add_library(grpo_distributed_deps INTERFACE)
 target_include_directories(grpo_distributed_deps INTERFACE ${GRPO_GLOO_INCLUDE_DIR})
 target_compile_definitions(grpo_distributed_deps INTERFACE USE_C10D_GLOO)
 target_link_libraries(grpo_distributed_deps INTERFACE ${GRPO_GLOO_LIBRARY})
+
+# NCCL process groups (ProcessGroupOptions.backend nccl, and automatic with CUDA tensors): c10d's ProcessGroupNCCL,
+# compiled into a CUDA LibTorch 2.x (libtorch_cuda). ON by default when the LibTorch found has CUDA libraries
+# (TORCH_CUDA_LIBRARIES, set by TorchConfig.cmake); Debian's libtorch-dev is CPU-only, so it is OFF here.
+if(TORCH_CUDA_LIBRARIES)
+  set(grpo_nccl_default ON)
+else()
+  set(grpo_nccl_default OFF)
+endif()
+option(GRPO_WITH_NCCL "NCCL process groups (needs a CUDA build of LibTorch 2.x)" ${grpo_nccl_default})
+if(GRPO_WITH_NCCL)
+  if(NOT TORCH_CUDA_LIBRARIES OR Torch_VERSION VERSION_LESS 2.0)
+    message(FATAL_ERROR "GRPO_WITH_NCCL: needs a CUDA build of LibTorch 2.x; found LibTorch ${Torch_VERSION}"
+                        " without CUDA libraries (configure with -DGRPO_WITH_NCCL=OFF)")
+  endif()
+  # ProcessGroupNCCL.hpp declares nothing unless USE_C10D_NCCL is defined (as USE_C10D_GLOO above).
+  target_compile_definitions(grpo_distributed_deps INTERFACE USE_C10D_NCCL GRPO_WITH_NCCL)
+  target_link_libraries(grpo_distributed_deps INTERFACE ${TORCH_CUDA_LIBRARIES})
+endif()

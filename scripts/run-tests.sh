@@ -9,8 +9,17 @@ cd "${GRPO_BUILD_DIR:-$root/build}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
+# The cuda label's tests need a GPU: without one visible (nvidia-smi), they are left out, unless the arguments choose
+# labels themselves (-L / -LE).
+args=("$@")
+if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; } &&
+   [[ " $* " != *" -L "* && " $* " != *" -LE "* ]]; then
+  echo "run-tests: no GPU visible: the tests labelled cuda are left out"
+  args+=(-LE '^cuda$')
+fi
+
 status=0
-ctest --output-on-failure -j "${GRPO_JOBS:-$(nproc)}" "$@" 2>&1 | tee "$log" || status=$?
+ctest --output-on-failure -j "${GRPO_JOBS:-$(nproc)}" "${args[@]}" 2>&1 | tee "$log" || status=$?
 
 # ctest's summary lists them as "<n> - <name> (Skipped)"; each test printed "GRPO_TEST_SKIPPED: <reason>".
 skipped="$(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$log")"

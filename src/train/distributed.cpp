@@ -21,6 +21,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
+#ifdef GRPO_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include "mix64.hpp"
 
@@ -52,8 +56,13 @@ constexpr bool kDebugBuild = false;
 constexpr bool kDebugBuild = true;
 #endif
 
-// This build has no c10d NCCL: Debian's LibTorch is CPU-only. A CUDA build would construct ProcessGroupNCCL here.
+// c10d NCCL when built with GRPO_WITH_NCCL (cmake/distributed_dependencies.cmake: a CUDA LibTorch 2.x, where
+// ProcessGroupNCCL derives from c10d::Backend like ProcessGroupGloo). Debian's LibTorch is CPU-only: Gloo only.
+#ifdef GRPO_WITH_NCCL
+constexpr bool kHaveNccl = true;
+#else
 constexpr bool kHaveNccl = false;
+#endif
 
 std::string seconds(std::chrono::milliseconds ms) {
   return fmt::format("{:g} s", static_cast<double>(ms.count()) / 1e3);
@@ -325,6 +334,24 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(opt
                             seconds(options_.rendezvous_timeout), short_message(e)));
   }
 
+#ifdef GRPO_WITH_NCCL
+  // automatic: NCCL when a GPU is there (this build has NCCL), as ProcessGroupOptions documents.
+  if (options_.backend == DistributedBackend::nccl ||
+      (options_.backend == DistributedBackend::automatic && torch::cuda::is_available())) {
+    try {
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(options_.local_rank));  // one GPU per process
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = options_.collective_timeout;
+      state_->backend =
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("nccl", state_->store),
+                                                      options_.rank, options_.world_size, nccl_options);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("ProcessGroup ({}): creating the NCCL group on cuda:{} failed: {}", who,
+                              options_.local_rank, short_message(e)));
+    }
+    return;
+  }
+#endif
   try {
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.collective_timeout);
     if (!options_.gloo_interface.empty()) {
@@ -375,9 +402,11 @@ void run_collective(const ProcessGroupOptions& options, std::string_view what, S
 void ProcessGroup::check_tensor(const torch::Tensor& tensor, std::string_view what) const {
   GRPO_CHECK(tensor.defined(), "{}: tensor is undefined", what);
   GRPO_CHECK(tensor.is_contiguous(), "{}: tensor of shape {} must be contiguous", what, shape_str(tensor));
-  GRPO_CHECK(tensor.device().is_cpu(),
-             "{}: tensor on {}, but the {} backend of this build takes CPU tensors (NCCL is not compiled in)", what,
-             tensor.device().str(), backend_name());
+  if (!state_) return;  // one process: nothing is sent, any device will do
+  const bool nccl = backend_name() == "nccl";
+  GRPO_CHECK(nccl ? tensor.device().is_cuda() : tensor.device().is_cpu(),
+             "{}: tensor on {}, but the {} backend takes {} tensors{}", what, tensor.device().str(), backend_name(),
+             nccl ? "CUDA" : "CPU", kHaveNccl ? "" : " (NCCL is not compiled in: GRPO_WITH_NCCL)");
 }
 
 void ProcessGroup::barrier() {

@@ -61,6 +61,17 @@ std::vector<std::pair<std::string, grpo::GrpoLossOptions>> configurations() {
   return out;
 }
 
+/// The same metric names in the same order, with values within `tol` (relative and absolute).
+void require_same_metrics(const grpo::LossOutput& actual, const grpo::LossOutput& expected, double tol) {
+  const auto a = actual.metrics.items(), e = expected.metrics.items();
+  REQUIRE(a.size() == e.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(e[i].first);
+    REQUIRE(a[i].first == e[i].first);
+    REQUIRE(a[i].second == Approx(e[i].second).epsilon(tol).margin(tol));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("FusedGrpoLoss equals GrpoLoss in loss, metrics and gradient for every supported loss type",
@@ -88,13 +99,7 @@ TEST_CASE("FusedGrpoLoss equals GrpoLoss in loss, metrics and gradient for every
         REQUIRE(actual.loss.scalar_type() == dtype);
         REQUIRE(actual.metrics.loss == Approx(expected.metrics.loss).epsilon(tol).margin(tol));
         GRPO_REQUIRE_CLOSE(actual_grad, expected_grad, tol, tol);
-        auto a = actual.metrics.items(), e = expected.metrics.items();
-        REQUIRE(a.size() == e.size());
-        for (size_t i = 0; i < a.size(); ++i) {
-          INFO(e[i].first);
-          REQUIRE(a[i].first == e[i].first);
-          REQUIRE(a[i].second == Approx(e[i].second).epsilon(tol).margin(tol));
-        }
+        require_same_metrics(actual, expected, tol);
       }
     }
   }
@@ -307,9 +312,7 @@ TEST_CASE("FusedGrpoLoss from hidden states (gradients in forward) equals log-pr
       REQUIRE(actual.metrics.loss == Approx(expected.metrics.loss).epsilon(1e-12).margin(1e-12));
       GRPO_REQUIRE_CLOSE(ah, eh, 1e-10, 1e-12);
       GRPO_REQUIRE_CLOSE(aw, ew, 1e-10, 1e-12);
-      auto a = actual.metrics.items(), e = expected.metrics.items();
-      REQUIRE(a.size() == e.size());
-      for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i].second == Approx(e[i].second).epsilon(1e-12).margin(1e-12));
+      require_same_metrics(actual, expected, 1e-12);
     }
   }
   // float32 within 1e-4 of float64.
@@ -382,13 +385,7 @@ TEST_CASE("FusedGrpoLoss generic path equals its CPU kernel in loss, metrics and
           const double scale = expected_grads[i].abs().max().item<double>();
           GRPO_REQUIRE_CLOSE(actual_grads[i], expected_grads[i], bf16 ? 1e-2 : tol, bf16 ? 1e-2 * scale : tol);
         }
-        auto a = actual.metrics.items(), e = expected.metrics.items();
-        REQUIRE(a.size() == e.size());
-        for (size_t i = 0; i < a.size(); ++i) {
-          INFO(e[i].first);
-          REQUIRE(a[i].first == e[i].first);
-          REQUIRE(a[i].second == Approx(e[i].second).epsilon(tol).margin(tol));
-        }
+        require_same_metrics(actual, expected, tol);
       }
     }
   }

@@ -40,6 +40,7 @@ struct Settings {
   // The model's precision, memory and adapters.
   std::string dtype = "fp32", device = "cpu", gradient_checkpointing = "auto";
   bool fp32_lm_head = false;
+  bool pack_sequences = false;
   std::int64_t lora_r = 0;  // 0 = full fine-tuning
   double lora_alpha = 32.0, lora_dropout = 0.05;
   std::vector<std::string> lora_target_modules;
@@ -207,8 +208,10 @@ inline std::vector<Field> fields(Settings& s) {
       {"--gradient-checkpointing", &s.gradient_checkpointing,
        "recompute each decoder layer in backward instead of keeping its activations: on, off, or auto (on for "
        "models of 100 M parameters or more)", member_of({"auto", "on", "off"})},
-      {"--fp32-lm-head", &s.fp32_lm_head, "log-probs from fp32 logits when the model is bf16/fp16 (TRL's "
+      {"--fp32-lm-head", &s.fp32_lm_head, "log-probs from fp32 logits when the model is bf16/fp16 (the aim of TRL's "
        "cast_lm_head_to_fp32)"},
+      {"--pack-sequences", &s.pack_sequences, "log-prob passes without padding: each micro-batch's sequences packed "
+       "into one row, each attending to itself"},
       {"--lora-r", &s.lora_r, "LoRA rank (0 = full fine-tuning); only the adapters train, the reference is the base",
        at_least_zero()},
       {"--lora-alpha", &s.lora_alpha, "LoRA alpha (scaling alpha / r)", positive()},
@@ -747,6 +750,7 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   }
   o.mu = s.mu;
   o.fp32_lm_head = s.fp32_lm_head;
+  o.pack_sequences = s.pack_sequences;
   o.micro_batches = s.micro_batches;
   o.ref_sync_every = s.ref_sync_every;
   o.ref_sync_alpha = s.ref_sync_alpha;

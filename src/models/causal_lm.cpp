@@ -353,10 +353,42 @@ torch::Tensor CausalLMImpl::lm_head_weight() const {
   return lm_head_ ? lm_head_->weight : model_->embed_tokens->weight;
 }
 
-torch::Tensor CausalLMImpl::run(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, KvCache* cache) {
+void CausalLMImpl::check_ids(const torch::Tensor& input_ids) const {
   GRPO_CHECK(input_ids.defined() && input_ids.dim() == 2 && input_ids.scalar_type() == torch::kInt64,
              "CausalLM: input_ids must be [B, T] int64, got {} {}", shape_str(input_ids),
              input_ids.defined() ? c10::toString(input_ids.scalar_type()) : "");
+  if (input_ids.numel() > 0) {
+    const auto lo = input_ids.min().item<int64_t>(), hi = input_ids.max().item<int64_t>();
+    GRPO_CHECK(lo >= 0 && hi < config_.vocab_size, "CausalLM: input_ids must lie in [0, {}), got values in [{}, {}]",
+               config_.vocab_size, lo, hi);
+  }
+}
+
+std::pair<torch::Tensor, torch::Tensor> CausalLMImpl::rotary_tables(const torch::Tensor& positions) const {
+  // In at least fp32 then cast (transformers computes them in fp32).
+  const auto dtype = model_->embed_tokens->weight.scalar_type();
+  const auto device = model_->embed_tokens->weight.device();
+  const auto rope_dtype = at::promote_types(dtype, torch::kFloat32);
+  auto freqs = positions.to(device, rope_dtype).unsqueeze(-1) * inv_freq_.to(device, rope_dtype).view({1, 1, -1});
+  auto emb = torch::cat({freqs, freqs}, -1);  // [B, T, D]
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+torch::Tensor CausalLMImpl::packed_hidden_states(const torch::Tensor& input_ids, const torch::Tensor& position_ids,
+                                                 const torch::Tensor& segments) {
+  check_ids(input_ids);
+  for (const auto& [tensor, name] : {std::pair{&position_ids, "position_ids"}, std::pair{&segments, "segments"}}) {
+    GRPO_CHECK(tensor->defined() && tensor->sizes() == input_ids.sizes() && tensor->scalar_type() == torch::kInt64,
+               "CausalLM::packed_hidden_states: {} must be int64 of input_ids' shape {}, got {}", name,
+               shape_str(input_ids), shape_str(*tensor));
+  }
+  const auto device = model_->embed_tokens->weight.device();
+  const auto [cos, sin] = rotary_tables(position_ids);
+  return model_->forward(model_->embed_tokens(input_ids.to(device)), cos, sin, segments.to(device));
+}
+
+torch::Tensor CausalLMImpl::run(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, KvCache* cache) {
+  check_ids(input_ids);
   const int64_t batch = input_ids.size(0), time = input_ids.size(1);
   const int64_t past = cache ? cache->length() : 0;
   const int64_t total = past + time;
@@ -365,20 +397,8 @@ torch::Tensor CausalLMImpl::run(const torch::Tensor& input_ids, const torch::Ten
   auto mask = attention_mask.defined() ? attention_mask : torch::ones({batch, total}, input_ids.options());
   GRPO_CHECK(mask.dim() == 2 && mask.size(0) == batch && mask.size(1) == total,
              "CausalLM: attention_mask must be [B, cached + T] = [{}, {}], got {}", batch, total, shape_str(mask));
-  if (input_ids.numel() > 0) {
-    const auto lo = input_ids.min().item<int64_t>(), hi = input_ids.max().item<int64_t>();
-    GRPO_CHECK(lo >= 0 && hi < config_.vocab_size, "CausalLM: input_ids must lie in [0, {}), got values in [{}, {}]",
-               config_.vocab_size, lo, hi);
-  }
-  const auto dtype = model_->embed_tokens->weight.scalar_type();
   const auto device = model_->embed_tokens->weight.device();
-
-  // Rotary tables for the new positions, in at least fp32 then cast (transformers computes them in fp32).
-  const auto rope_dtype = at::promote_types(dtype, torch::kFloat32);
-  auto pos = positions_from_mask(mask.to(device), time).to(rope_dtype);                        // [B, T]
-  auto freqs = pos.unsqueeze(-1) * inv_freq_.to(device, rope_dtype).view({1, 1, -1});          // [B, T, D/2]
-  auto emb = torch::cat({freqs, freqs}, -1);
-  auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
+  const auto [cos, sin] = rotary_tables(positions_from_mask(mask.to(device), time));  // the new positions
 
   return model_->forward(model_->embed_tokens(input_ids.to(device)), cos, sin, attention_segments(mask.to(device)),
                          cache);

@@ -219,7 +219,9 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
                          GrpoTrainerOptions options)
     : model_(std::move(model)), prompts_(prompts), scorer_(scorer), group_(group),
       options_((options.validate(), std::move(options))),
-      policy_(model_, {.temperature = options_.sampling.temperature, .fp32_lm_head = options_.fp32_lm_head}),
+      policy_(model_, {.temperature = options_.sampling.temperature,
+                       .fp32_lm_head = options_.fp32_lm_head,
+                       .pack_sequences = options_.pack_sequences}),
       advantage_(options_.advantage),
       master_(trainable_parameters(*model_)),
       optimizer_(master_.masters(),

@@ -141,35 +141,11 @@ SftConversation read_row(simdjson::dom::element root, std::string where) {
 // ---------------------------------------------------------------------------------------------------------------
 // Packed forward
 
-/// The decoder stack of models::CausalLM run with explicit positions and block-diagonal causal attention: the model's
-/// own decoder (DecoderImpl::forward, with its activation checkpointing), only with the mask and rotary positions of
-/// the packed batch.
+/// The packed batch through the model: each example attends to itself only, at its own positions
+/// (CausalLM::packed_hidden_states); padding is a run of its own.
 torch::Tensor packed_hidden_states(models::CausalLM& model, const SftBatch& batch) {
-  models::DecoderImpl& decoder = model->decoder();
-  const auto& weight = decoder.embed_tokens->weight;
-  const auto dtype = weight.scalar_type();
-  const auto device = weight.device();
-  const auto ids = batch.input_ids.to(device);
-  if (ids.numel() > 0) {
-    const auto lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
-    GRPO_CHECK(lo >= 0 && hi < model->config().vocab_size,
-               "sft_hidden_states: input_ids must lie in [0, {}), got values in [{}, {}]", model->config().vocab_size,
-               lo, hi);
-  }
-
-  // Rotary tables at each example's own positions, in at least fp32 then cast (as the model does).
-  const auto rope_dtype = at::promote_types(dtype, torch::kFloat32);
-  const auto pos = batch.position_ids.to(device, rope_dtype);
-  const auto inverse_frequencies = models::rope_inverse_frequencies(model->config()).to(device, rope_dtype);
-  const auto freqs = pos.unsqueeze(-1) * inverse_frequencies.view({1, 1, -1});
-  const auto emb = torch::cat({freqs, freqs}, -1);
-  const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
-
-  // Segments: each example of a row its own label (its index + 1), padding 0; attention is then causal within
-  // each example (block-diagonal).
-  const auto real = batch.attention_mask.to(device) != 0;
-  const auto segments = (batch.sequence_ids.to(device) + 1).masked_fill_(real.logical_not(), 0);
-  return decoder.forward(decoder.embed_tokens(ids), cos, sin, segments);
+  const auto segments = (batch.sequence_ids + 1).masked_fill(batch.attention_mask == 0, 0);
+  return model->packed_hidden_states(batch.input_ids, batch.position_ids.to(torch::kInt64), segments);
 }
 
 void check_batch(const SftBatch& batch) {

@@ -16,7 +16,7 @@ using grpo::models::eager_attention;
 namespace {
 
 /// Attention by its definition, one query at a time in fp64 loops: query t (position past + t) of head h reads
-/// key/value head h / (Hq / Hkv) at every key s ≤ past + t with the same segment label.
+/// key/value head h / (Hq / Hkv) at every key s ≤ past + t with no label change between s and past + t.
 torch::Tensor loop_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& segments) {
   const int64_t batch = q.size(0), heads = q.size(1), time = q.size(2), dim = q.size(3);
@@ -31,8 +31,9 @@ torch::Tensor loop_attention(const torch::Tensor& q, const torch::Tensor& k, con
       for (int64_t t = 0; t < time; ++t) {
         std::vector<double> score;
         std::vector<int64_t> keys;
-        for (int64_t s = 0; s <= past + t; ++s) {
-          if (sa[b][s] != sa[b][past + t]) continue;
+        int64_t run_start = past + t;
+        while (run_start > 0 && sa[b][run_start - 1] == sa[b][past + t]) --run_start;
+        for (int64_t s = run_start; s <= past + t; ++s) {
           double dot = 0.0;
           for (int64_t d = 0; d < dim; ++d) dot += qa[b][h][t][d] * ka[b][kv][s][d];
           score.push_back(dot / std::sqrt(static_cast<double>(dim)));
@@ -56,11 +57,13 @@ struct Case {
   torch::Tensor segments;  // [B, total]
 };
 
-/// Ragged rows: left padding, right padding, a packed row of three examples, and no padding; and with a cache.
+/// Ragged rows: left padding, right padding, a packed row of three examples, both paddings (two runs of 0: the
+/// right padding does not see the left), and no padding; and with a cache.
 std::vector<Case> cases() {
   const auto segments = torch::tensor({{0, 0, 0, 1, 1, 1, 1, 1, 1, 1},
                                        {1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
                                        {1, 1, 1, 2, 2, 2, 2, 3, 3, 0},
+                                       {0, 0, 1, 1, 1, 1, 1, 1, 0, 0},
                                        {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
                                       torch::kInt64);
   return {{"grouped-query, no cache", 4, 2, 10, 10, segments},

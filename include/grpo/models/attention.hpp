@@ -13,9 +13,11 @@
 // the probabilities cast back to v's dtype for the product with v; backward works in at least fp32 throughout.
 //
 // Visibility: segments [B, S] int64 labels each key position; query t sits at position S − T + t and sees key s
-// iff s ≤ S − T + t and segments[b, s] == segments[b, S − T + t]. attention_segments(mask) gives 1 for real tokens
-// and 0 for padding (a padding query sees only padding, itself at least, so no row is ever empty and nothing is
-// NaN); a packed row labels each example with its own id (block-diagonal causal attention).
+// iff s ≤ S − T + t and no label changes between s and S − T + t (both lie in one run of equal labels).
+// attention_segments(mask) gives 1 for real tokens and 0 for padding (a padding query sees only its run of padding,
+// itself at least, so no row is ever empty and nothing is NaN); a packed row labels each example with its own id
+// (block-diagonal causal attention), and a block of queries reads only the keys from the earliest start of its
+// queries' runs, so packing N tokens costs about Σ Tᵢ² of attention, not N².
 #pragma once
 
 #include <torch/torch.h>

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace grpo::models {
@@ -172,6 +173,12 @@ class CausalLMImpl : public torch::nn::Module {
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
   /// The lm_head weight [V, H] (the embedding matrix when tied).
   torch::Tensor lm_head_weight() const;
+  /// Final hidden states [B, N, H] of rows that each hold several sequences one after another (padding-free
+  /// batches): input_ids [B, N] int64; position_ids [B, N] int64, each sequence's positions from 0; segments [B, N]
+  /// int64, a label per sequence (any two neighbours different, e.g. 1, 2, 3, …; attention.hpp). Each token attends
+  /// to the tokens of its own sequence before it, so every sequence gets the hidden states it would get alone.
+  torch::Tensor packed_hidden_states(const torch::Tensor& input_ids, const torch::Tensor& position_ids,
+                                     const torch::Tensor& segments);
   /// One decoding step with a KV cache: input_ids [B, T] new tokens; attention_mask [B, S] covers cached and new
   /// tokens (S = cache.length() + T). Appends to the cache; returns logits [B, T, V].
   torch::Tensor forward_step(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, KvCache& cache);
@@ -204,6 +211,10 @@ class CausalLMImpl : public torch::nn::Module {
 
  private:
   torch::Tensor run(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, KvCache* cache);
+  /// Throws grpo::Error unless input_ids is [B, T] int64 within the vocabulary.
+  void check_ids(const torch::Tensor& input_ids) const;
+  /// Rotary cos and sin [B, T, D] (the model's dtype and device) at positions [B, T].
+  std::pair<torch::Tensor, torch::Tensor> rotary_tables(const torch::Tensor& positions) const;
 
   ModelConfig config_;
   Decoder model_{nullptr};

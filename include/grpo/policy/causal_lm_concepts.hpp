@@ -31,6 +31,15 @@ concept ExposesHiddenStates = CausalLanguageModel<ModelType> &&
   { model->lm_head_weight() } -> std::convertible_to<torch::Tensor>;
 };
 
+/// Also runs padding-free rows: model->packed_hidden_states(input_ids [B, N], position_ids [B, N], segments [B, N])
+/// → hidden states [B, N, H] of several sequences packed one after another in each row, each attending to itself
+/// only (models::CausalLM::packed_hidden_states).
+template <typename ModelType>
+concept SupportsPackedSequences = ExposesHiddenStates<ModelType> &&
+    requires(ModelType model, const torch::Tensor& ids, const torch::Tensor& positions, const torch::Tensor& segments) {
+  { model->packed_hidden_states(ids, positions, segments) } -> std::convertible_to<torch::Tensor>;
+};
+
 /// Also decodes incrementally: the module type names its cache type `Cache` (default-constructible) and
 /// model->forward_step(new_ids [B, T], attention_mask [B, cached + T], cache&) returns logits [B, T, V] for the new
 /// tokens, appending to the cache. A model may also offer forward_step_last(...) → logits [B, V] of the last new

@@ -39,6 +39,11 @@ struct PolicyOptions {
   /// hidden states and the lm_head weight (the aim of TRL's cast_lm_head_to_fp32, which keeps the head in fp32, and of ScaleRL's fp32 head): the logits' rounding
   /// in bf16 (about 3 significant digits) no longer enters the log-probs and the importance ratios.
   bool fp32_lm_head = false;
+  /// Models with packed rows (SupportsPackedSequences, e.g. models::CausalLM): each forward runs the chunk's
+  /// sequences without their padding, one after another in one row, each attending only to itself
+  /// (padding-free, as TRL's padding_free): no compute spent on the prompts' left padding and the completions'
+  /// right padding. Log-probs equal the padded forward's to rounding.
+  bool pack_sequences = false;
 };
 
 /// A policy: any model meeting CausalLanguageModel, plus temperature and chunking. Models that expose hidden states
@@ -84,7 +89,7 @@ class Policy {
       const auto completion_ids = rollout.completion_ids.narrow(0, start, rows);
       TokenLogProbs out;
       if constexpr (ExposesHiddenStates<ModelType>) {
-        auto hidden = model_->hidden_states(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
+        auto hidden = hidden_states(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
         if (hidden.scalar_type() != head.scalar_type()) hidden = hidden.to(head.scalar_type());  // fp32_lm_head
         out = linear_token_log_probs(hidden, head, completion_ids,
                                      {.temperature = options_.temperature,
@@ -110,6 +115,32 @@ class Policy {
     if (with_entropy) result.entropy = torch::cat(entropies, 0);
     if (with_sum_pi_squared) result.sum_pi_squared = torch::cat(sums_pi_squared, 0);
     return result;
+  }
+
+  /// Final hidden states [rows, T, H] of ids [rows, T] with mask [rows, T]: the model's hidden_states, or with
+  /// pack_sequences the real tokens of all rows packed into one row (positions counted over each row's real tokens,
+  /// as the padded forward counts them) and scattered back, zeros at padding.
+  torch::Tensor hidden_states(const torch::Tensor& ids, const torch::Tensor& mask)
+    requires ExposesHiddenStates<ModelType>
+  {
+    if constexpr (SupportsPackedSequences<ModelType>) {
+      if (options_.pack_sequences) {
+        const int64_t rows = ids.size(0), time = ids.size(1);
+        const auto real = mask.ne(0);
+        const auto kept = real.flatten().nonzero().squeeze(1);  // [N] flat indexes of the real tokens
+        const auto positions = (real.to(torch::kInt64).cumsum(1) - 1).clamp_min(0).flatten().index_select(0, kept);
+        const auto row_labels = torch::arange(1, rows + 1, ids.options()).unsqueeze(1).expand({rows, time});
+        const auto segments = row_labels.flatten().index_select(0, kept);  // each row its own label
+        const auto packed = model_->packed_hidden_states(ids.flatten().index_select(0, kept).unsqueeze(0),
+                                                         positions.unsqueeze(0), segments.unsqueeze(0))
+                                .squeeze(0);  // [N, H]
+        const auto scatter = kept.to(packed.device());
+        return torch::zeros({rows * time, packed.size(-1)}, packed.options())
+            .index_copy(0, scatter, packed)
+            .view({rows, time, packed.size(-1)});
+      }
+    }
+    return model_->hidden_states(ids, mask);
   }
 
   /// A frozen deep copy (no grad, eval mode) for reference log-probs.

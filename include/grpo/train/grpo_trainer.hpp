@@ -139,6 +139,9 @@ struct GrpoTrainerOptions {
   /// Log-probs (and their gradient) from an fp32 copy of the hidden states and the lm_head weight when the model is
   /// in half precision (PolicyOptions::fp32_lm_head; the aim of TRL's cast_lm_head_to_fp32).
   bool fp32_lm_head = false;
+  /// Every log-prob pass (old, reference, and the update's forward) runs padding-free: the real tokens of its
+  /// sequences packed into one row, each attending to itself (PolicyOptions::pack_sequences).
+  bool pack_sequences = false;
   double learning_rate = 1e-3;          ///< AdamW's base rate (a context stage may change it)
   double weight_decay = 0.0;
   std::int64_t warmup_steps = 0;

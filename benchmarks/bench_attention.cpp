@@ -19,33 +19,21 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <string>
 #include <vector>
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr int64_t kHeads = 14, kKvHeads = 2, kDim = 64;
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
-double best_seconds(const std::function<void()>& fn) {
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const auto start = Clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return best;
-}
-
 double fp32_matmul_rate() {
   auto a = torch::randn({2048, 64}), b = torch::randn({64, 2048});
-  const double seconds = best_seconds([&] { benchmark::DoNotOptimize(torch::matmul(a, b).data_ptr()); });
+  const double seconds =
+      grpo::bench::best_seconds([&] { benchmark::DoNotOptimize(torch::matmul(a, b).data_ptr()); }, 3);
   return 2.0 * 2048 * 64 * 2048 / seconds;
 }
 
@@ -67,14 +55,18 @@ Result measure(bool blocked, int64_t batch, int64_t tokens, torch::ScalarType dt
   Result r;
   const auto weights = torch::randn({batch, kHeads, tokens, kDim}).to(dtype);
   if (!measure_memory) {
-    r.prefill_s = best_seconds([&] {
-      torch::NoGradGuard no_grad;
-      benchmark::DoNotOptimize(run().data_ptr());
-    });
-    r.train_s = best_seconds([&] {
-      (run() * weights).sum().backward();
-      q.mutable_grad() = k.mutable_grad() = v.mutable_grad() = torch::Tensor();
-    });
+    r.prefill_s = grpo::bench::best_seconds(
+        [&] {
+          torch::NoGradGuard no_grad;
+          benchmark::DoNotOptimize(run().data_ptr());
+        },
+        3);
+    r.train_s = grpo::bench::best_seconds(
+        [&] {
+          (run() * weights).sum().backward();
+          q.mutable_grad() = k.mutable_grad() = v.mutable_grad() = torch::Tensor();
+        },
+        3);
     return r;
   }
   malloc_trim(0);  // return the free memory of earlier runs, so that new tensors show in the resident size
@@ -130,11 +122,7 @@ int main(int argc, char** argv) {
       batch = std::stoll(value);
     } else if (flag == "--tokens") {
       token_counts.clear();
-      for (size_t begin = 0, end; begin <= value.size(); begin = end + 1) {
-        end = value.find(',', begin);
-        if (end == std::string::npos) end = value.size();
-        token_counts.push_back(std::stoll(value.substr(begin, end - begin)));
-      }
+      for (const std::string& entry : grpo::bench::split_commas(value)) token_counts.push_back(std::stoll(entry));
     } else {
       fmt::print(stderr, "bench_attention: unknown flag {} (--batch, --tokens)\n", flag);
       return 2;

@@ -36,16 +36,6 @@ namespace {
 
 constexpr double kMiB = 1 << 20;
 
-double seconds_of(const std::function<void()>& fn, int repeats) {
-  double best = 1e30;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
-
 /// Mean seconds per call of fn over at least 0.2 s and 10 calls: a baseline timed in the same run as the benchmark
 /// beside it (whose mean over ~0.2 s Google Benchmark reports).
 double mean_seconds_of(const std::function<void()>& fn) {
@@ -64,7 +54,7 @@ double mean_seconds_of(const std::function<void()>& fn) {
 double measured_bandwidth() {
   static const double bandwidth = [] {
     auto x = torch::randn({int64_t{1} << 28});
-    return static_cast<double>(x.numel() * 4) / seconds_of([&] { benchmark::DoNotOptimize(x.sum().data_ptr()); }, 4);
+    return static_cast<double>(x.numel() * 4) / grpo::bench::best_seconds([&] { benchmark::DoNotOptimize(x.sum().data_ptr()); }, 4);
   }();
   return bandwidth;
 }
@@ -83,7 +73,7 @@ double mm_flops_per_second(int64_t n, int64_t h, int64_t v, bool backward) {
       benchmark::DoNotOptimize(torch::mm(z.t(), x).data_ptr());
     };
   }
-  return flops / seconds_of(fn, n * v > (int64_t{1} << 28) ? 1 : 2);
+  return flops / grpo::bench::best_seconds(fn, n * v > (int64_t{1} << 28) ? 1 : 2);
 }
 
 struct Shape {

@@ -105,14 +105,8 @@ grpo::train::GrpoTrainerOptions trainer_options(const Shape& shape) {
 /// This machine's matrix-product rate (FLOP/s) for `dtype` at the shape of an MLP projection of 4096 tokens.
 double matmul_peak(torch::ScalarType dtype) {
   auto a = torch::randn({4096, 896}).to(dtype), b = torch::randn({896, 4864}).to(dtype);
-  double best = 0;
-  for (int i = 0; i < 3; ++i) {
-    const auto start = Clock::now();
-    auto c = torch::mm(a, b);
-    benchmark::DoNotOptimize(c.data_ptr());
-    best = std::max(best, 2.0 * 4096 * 896 * 4864 / since(start));
-  }
-  return best;
+  return 2.0 * 4096 * 896 * 4864 /
+         grpo::bench::best_seconds([&] { benchmark::DoNotOptimize(torch::mm(a, b).data_ptr()); }, 3);
 }
 
 struct Row {
@@ -349,11 +343,7 @@ int main(int argc, char** argv) {
     else if (flag == "--completion") shape.completion = std::stoll(value);
     else if (flag == "--memory-completion") shape.memory_completion = std::stoll(value);
     else if (flag == "--only") {
-      for (size_t begin = 0, end; begin <= value.size(); begin = end + 1) {
-        end = value.find(',', begin);
-        if (end == std::string::npos) end = value.size();
-        only.insert(value.substr(begin, end - begin));
-      }
+      for (const std::string& name : grpo::bench::split_commas(value)) only.insert(name);
     } else {
       fmt::print(stderr, "bench_step: unknown flag {} (--layers, --completion, --memory-completion, --only)\n", flag);
       return 2;

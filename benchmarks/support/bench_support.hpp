@@ -1,17 +1,43 @@
 // SPDX-License-Identifier: Apache-2.0
-// Shared pieces of the benchmark programs: peak-memory measurement and thread set-up.
+// Shared pieces of the benchmark programs: peak-memory measurement, best-of-N timing, thread set-up, list flags.
 #pragma once
 
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace grpo::bench {
+
+/// The shortest of `repeats` timed calls of fn, in seconds.
+inline double best_seconds(const std::function<void()>& fn, int repeats) {
+  double best = 1e30;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+/// The entries of a comma-separated flag value ("a,b,c"; empty entries kept).
+inline std::vector<std::string> split_commas(const std::string& value) {
+  std::vector<std::string> out;
+  for (size_t begin = 0, end; begin <= value.size(); begin = end + 1) {
+    end = value.find(',', begin);
+    if (end == std::string::npos) end = value.size();
+    out.push_back(value.substr(begin, end - begin));
+  }
+  return out;
+}
 
 /// Reads a "VmXXX:   1234 kB" line of /proc/self/status, in bytes (0 when unavailable).
 inline int64_t proc_status_bytes(const std::string& key) {

@@ -12,9 +12,11 @@
 //   bf16_ckpt    bf16 with activation checkpointing
 //   bf16_lora    bf16 with LoRA r = 16 on every projection (the reference is the base: no copy)
 //   bf16_lora_ckpt  the same with activation checkpointing
+//   bf16_compensated  bf16 without fp32 masters: CompensatedAdamW (bf16 moments, Kahan-compensated weights)
 // then, for memory at longer completions, the update phase alone (policy_update on a batch of random completions of
-// --memory-completion tokens, bf16, two micro-batches of 4) without and with activation checkpointing, measured on
-// the second update (the first creates AdamW's state, which is then part of every later step's resident memory).
+// --memory-completion tokens, bf16, two micro-batches of 4) without and with activation checkpointing, with fp32
+// master weights and with CompensatedAdamW, measured on the second update (the first creates AdamW's state, which is
+// then part of every later step's resident memory).
 //
 // Each row: the phase times the trainer logs (timing_s/...), the step's peak resident memory (VmHWM after a reset of
 // the kernel's high-water mark just before the step) and how much of it was added during the step (+GB: peak minus
@@ -137,6 +139,7 @@ struct Variant {
   std::string name;
   torch::ScalarType dtype;
   bool checkpointing = false, lora = false;
+  grpo::train::OptimizerPrecision precision = grpo::train::OptimizerPrecision::fp32_master;
 };
 
 /// Matrix-product FLOPs of the update: the forward is 2·N_decoder per token of every sequence plus 2·V·H per
@@ -164,7 +167,12 @@ grpo::models::CausalLM load(const fs::path& checkpoint, const Variant& v) {
 /// A trainer over the checkpoint loaded as `v` asks, with everything it refers to.
 struct Run {
   Run(const fs::path& checkpoint, const Shape& shape, const Variant& v, grpo::train::GrpoTrainerOptions options)
-      : model(load(checkpoint, v)), source(shape.prompt), trainer(model, source, scorer, group, std::move(options)) {}
+      : model(load(checkpoint, v)), source(shape.prompt),
+        trainer(model, source, scorer, group, with_precision(std::move(options), v)) {}
+  static grpo::train::GrpoTrainerOptions with_precision(grpo::train::GrpoTrainerOptions options, const Variant& v) {
+    options.optimizer_precision = v.precision;
+    return options;
+  }
   grpo::models::CausalLM model;
   SyntheticSource source;
   grpo::train::StepScorer scorer = even_token_scorer();
@@ -377,13 +385,24 @@ int main(int argc, char** argv) {
   if (wanted("eager_fp32")) keep(eager_step(checkpoint, shape));
   for (const Variant& v : {Variant{"fp32", torch::kFloat32}, Variant{"bf16", torch::kBFloat16},
                            Variant{"bf16_ckpt", torch::kBFloat16, true}, Variant{"bf16_lora", torch::kBFloat16, false, true},
-                           Variant{"bf16_lora_ckpt", torch::kBFloat16, true, true}}) {
+                           Variant{"bf16_lora_ckpt", torch::kBFloat16, true, true},
+                           Variant{"bf16_compensated", torch::kBFloat16, false, false,
+                                   grpo::train::OptimizerPrecision::compensated}}) {
     if (wanted(v.name)) keep(trainer_step(checkpoint, shape, v));
   }
   const std::string update_plain = fmt::format("update_bf16_{}", shape.memory_completion);
   const std::string update_ckpt = fmt::format("update_bf16_ckpt_{}", shape.memory_completion);
+  const std::string update_plain_compensated = update_plain + "_compensated";
+  const std::string update_ckpt_compensated = update_ckpt + "_compensated";
+  constexpr auto compensated = grpo::train::OptimizerPrecision::compensated;
   if (wanted(update_plain)) keep(update_only(checkpoint, shape, {update_plain, torch::kBFloat16}));
   if (wanted(update_ckpt)) keep(update_only(checkpoint, shape, {update_ckpt, torch::kBFloat16, true}));
+  if (wanted(update_plain_compensated)) {
+    keep(update_only(checkpoint, shape, {update_plain_compensated, torch::kBFloat16, false, false, compensated}));
+  }
+  if (wanted(update_ckpt_compensated)) {
+    keep(update_only(checkpoint, shape, {update_ckpt_compensated, torch::kBFloat16, true, false, compensated}));
+  }
   fs::remove_all(checkpoint);
 
   auto ratio = [&](const std::string& a, const std::string& b, auto field, const char* what) {
@@ -399,6 +418,16 @@ int main(int argc, char** argv) {
         fmt::format("peak memory, checkpointing / none at {} tokens (target <= 0.5)", shape.memory_completion).c_str());
   ratio(update_ckpt, update_plain, added,
         fmt::format("memory added by the update, checkpointing / none at {} tokens", shape.memory_completion).c_str());
+  ratio(update_ckpt_compensated, update_plain_compensated, memory,
+        fmt::format("peak memory, checkpointing / none at {} tokens, compensated AdamW (target <= 0.5)",
+                    shape.memory_completion).c_str());
+  ratio(update_ckpt_compensated, update_ckpt, memory,
+        fmt::format("peak memory, compensated AdamW / fp32 masters, checkpointed, {} tokens", shape.memory_completion)
+            .c_str());
+  ratio(update_ckpt_compensated, update_plain, memory,
+        fmt::format("peak memory, checkpointed compensated / plain fp32-master bf16 at {} tokens",
+                    shape.memory_completion).c_str());
+  ratio("bf16", "bf16_compensated", seconds, "step speed, compensated AdamW against fp32 masters (bf16)");
   ratio("bf16_lora", "bf16", memory, "peak memory, LoRA / full fine-tuning, bf16 (target <= 0.4)");
   ratio("bf16_lora_ckpt", "bf16_ckpt", memory, "peak memory, LoRA / full fine-tuning, bf16, both checkpointed");
   ratio("bf16_lora", "fp32", memory, "peak memory, bf16 LoRA / fp32 full fine-tuning");

@@ -40,6 +40,7 @@ struct Settings {
   // The model's precision, memory and adapters.
   std::string dtype = "fp32", device = "cpu", gradient_checkpointing = "auto";
   bool fp32_lm_head = false;
+  std::string optimizer_precision = "fp32_master";
   bool pack_sequences = false;
   std::int64_t lora_r = 0;  // 0 = full fine-tuning
   double lora_alpha = 32.0, lora_dropout = 0.05;
@@ -202,12 +203,16 @@ inline std::vector<Field> fields(Settings& s) {
        "multi-domain data: a row whose tag (or 'domain' field) names no configured domain is an error, skipped "
        "(skip), or sent to the domain named here (math: the first math domain, as ROLL sends such rows to math_rule)"},
       {"--dtype", &s.dtype,
-       "the model's dtype: fp32, or bf16 (mixed precision: bf16 compute, fp32 master weights and AdamW state); "
+       "the model's dtype: fp32, or bf16 (bf16 compute; the weights optimised as --optimizer-precision says); "
        "fp16 needs a CUDA device", member_of({"fp32", "bf16", "fp16"})},
       {"--device", &s.device, "cpu, or cuda[:N] (needs a CUDA build of LibTorch)"},
       {"--gradient-checkpointing", &s.gradient_checkpointing,
        "recompute each decoder layer in backward instead of keeping its activations: on, off, or auto (on for "
        "models of 100 M parameters or more)", member_of({"auto", "on", "off"})},
+      {"--optimizer-precision", &s.optimizer_precision,
+       "with --dtype bf16: fp32_master (fp32 master weights and AdamW state) or compensated (the bf16 weights stepped "
+       "in place with Kahan compensation and stochastically rounded bf16 moments: half the optimizer memory)",
+       accepted_by([](const std::string& v) { grpo::train::parse_optimizer_precision(v); })},
       {"--fp32-lm-head", &s.fp32_lm_head, "log-probs from fp32 logits when the model is bf16/fp16 (the aim of TRL's "
        "cast_lm_head_to_fp32)"},
       {"--pack-sequences", &s.pack_sequences, "log-prob passes without padding: each micro-batch's sequences packed "
@@ -579,6 +584,12 @@ inline void check_model_flags(const Settings& s) {
   GRPO_CHECK_CONFIG(s.dtype != "fp16", "--dtype fp16: half-precision matrix products need a CUDA device; on a CPU use "
                     "--dtype bf16");
   GRPO_CHECK_CONFIG(!s.fp32_lm_head || s.dtype != "fp32", "--fp32-lm-head: the model is already fp32 (--dtype fp32)");
+  if (grpo::train::parse_optimizer_precision(s.optimizer_precision) == grpo::train::OptimizerPrecision::compensated) {
+    GRPO_CHECK_CONFIG(s.dtype == "bf16", "--optimizer-precision compensated steps bf16 weights in place; it needs "
+                      "--dtype bf16 (got --dtype {})", s.dtype);
+    GRPO_CHECK_CONFIG(s.lora_r == 0 && s.lora_adapter.empty(), "--optimizer-precision compensated: LoRA adapters "
+                      "train in fp32 (only the frozen base is bf16); drop it or LoRA");
+  }
   GRPO_CHECK_CONFIG(s.lora_adapter.empty() || s.lora_r == 0,
                     "--lora-adapter {} brings its own r, alpha and target modules (adapter_config.json): drop --lora-r",
                     s.lora_adapter.string());
@@ -750,6 +761,7 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   }
   o.mu = s.mu;
   o.fp32_lm_head = s.fp32_lm_head;
+  o.optimizer_precision = grpo::train::parse_optimizer_precision(s.optimizer_precision);
   o.pack_sequences = s.pack_sequences;
   o.micro_batches = s.micro_batches;
   o.ref_sync_every = s.ref_sync_every;

@@ -79,6 +79,7 @@
 #include <grpo/train/entropy_controller.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
+#include <grpo/train/compensated_adamw.hpp>
 #include <grpo/train/master_weights.hpp>
 #include <grpo/train/metrics.hpp>
 #include <grpo/train/metrics_writer.hpp>

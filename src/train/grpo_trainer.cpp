@@ -223,9 +223,9 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
                        .fp32_lm_head = options_.fp32_lm_head,
                        .pack_sequences = options_.pack_sequences}),
       advantage_(options_.advantage),
-      master_(trainable_parameters(*model_)),
-      optimizer_(master_.masters(),
-                 torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay)),
+      master_(trainable_parameters(*model_), options_.optimizer_precision),
+      optimizer_(make_adamw(master_, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay),
+                            options_.seed)),
       context_(stages_of(options_)), kl_(options_.kl), reward_kl_(options_.kl_in_reward.control),
       entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
       lr_schedule_{.base_lr = options_.learning_rate, .warmup_steps = options_.warmup_steps,
@@ -282,7 +282,7 @@ void GrpoTrainer::begin_step(std::int64_t step) {
   }
   lr_schedule_.base_lr = context_.current().learning_rate.value_or(options_.learning_rate);
   learning_rate_ = learning_rate_at(step, lr_schedule_);
-  set_learning_rate(optimizer_, learning_rate_);
+  set_learning_rate(*optimizer_, learning_rate_);
 }
 
 std::vector<Completion> GrpoTrainer::completions_of(const Rollout& rollout, const std::vector<Problem>& problems,
@@ -628,7 +628,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
     // Each pass is one optimizer step: the entropy coefficient is the controller's as of the previous one.
     const GrpoLoss loss(step_loss_options(options_.loss, out.beta, entropy_.applied(), batch.max_new_tokens));
     double bonus_entropy = 0.0, bonus_tokens = 0.0;
-    optimizer_.zero_grad();
+    optimizer_->zero_grad();
     parts.clear();
     for (std::int64_t begin = 0; begin < rows; begin += micro) {
       const std::int64_t count = std::min(micro, rows - begin);
@@ -661,7 +661,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
     }
     const auto optimizer_started = std::chrono::steady_clock::now();
     all_reduce_gradients(group_, master_.masters());  // summed: each rank's loss has the global normaliser
-    out.grad_norm = clip_and_step(optimizer_, master_.masters(), options_.max_grad_norm);
+    out.grad_norm = clip_and_step(*optimizer_, master_.masters(), options_.max_grad_norm);
     master_.masters_to_parameters();
     out.optimizer_seconds += seconds_since(optimizer_started);
     if (entropy_.adaptive()) {  // the window's entropy over every rank's loss tokens
@@ -863,7 +863,7 @@ std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkp
   // +inf (nothing measured yet) is left out: the checkpoint's values are JSON numbers.
   if (std::isfinite(entropy_.last_entropy())) state.values["entropy/last"] = entropy_.last_entropy();
   prompts_.save_state(state);
-  auto path = save_checkpoint(group_, checkpoints, model_, optimizer_, state,
+  auto path = save_checkpoint(group_, checkpoints, model_, *optimizer_, state,
                               synced_reference_ ? &reference_->model() : nullptr, &master_);
   for (const auto& callback : callbacks_) callback->on_save(*this, step, path);
   return path;
@@ -873,7 +873,7 @@ std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
   const auto latest = checkpoints.latest();
   if (!latest) return 0;
   const auto state =
-      load_checkpoint(group_, latest->path, model_, optimizer_, synced_reference_ ? &reference_->model() : nullptr,
+      load_checkpoint(group_, latest->path, model_, *optimizer_, synced_reference_ ? &reference_->model() : nullptr,
                       &master_);
   prompts_.load_state(state);
   // An adaptive β continues where it was; a fixed one is the options' (which the resumed run may change).

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
+#include <grpo/train/compensated_adamw.hpp>
 #include <grpo/train/master_weights.hpp>
 
 namespace grpo::train {
@@ -20,12 +21,26 @@ std::vector<std::pair<std::string, torch::Tensor>> trainable_parameters(const to
   return out;
 }
 
-MasterWeights::MasterWeights(std::vector<std::pair<std::string, torch::Tensor>> parameters) {
+MasterWeights::MasterWeights(std::vector<std::pair<std::string, torch::Tensor>> parameters,
+                             OptimizerPrecision precision)
+    : precision_(precision) {
   torch::NoGradGuard no_grad;
+  if (precision == OptimizerPrecision::compensated) {
+    bool any_bf16 = false;
+    for (const auto& [name, parameter] : parameters) {
+      GRPO_CHECK_CONFIG(parameter.scalar_type() != torch::kHalf,
+                        "optimizer_precision compensated: parameter {} is fp16; compensated training is for bf16 "
+                        "(use fp32_master for an fp16 model)", name);
+      any_bf16 = any_bf16 || parameter.scalar_type() == torch::kBFloat16;
+    }
+    GRPO_CHECK_CONFIG(any_bf16 || parameters.empty(),
+                      "optimizer_precision compensated: no trainable parameter is bf16 (it trains a bf16 model "
+                      "without fp32 master weights; LoRA adapters are fp32): use fp32_master");
+  }
   for (auto& [name, parameter] : parameters) {
     names_.push_back(name);
     parameters_.push_back(parameter);
-    if (half_precision(parameter)) {
+    if (precision == OptimizerPrecision::fp32_master && half_precision(parameter)) {
       masters_.push_back(parameter.detach().to(torch::kFloat32).clone().set_requires_grad(true));
       mixed_ = true;
     } else {
@@ -86,6 +101,14 @@ void MasterWeights::load_state(const std::map<std::string, torch::Tensor>& state
     masters_[i].copy_(it->second);
   }
   masters_to_parameters();
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_adamw(const MasterWeights& master, torch::optim::AdamWOptions options,
+                                                    std::uint64_t seed) {
+  if (master.precision() == OptimizerPrecision::compensated) {
+    return std::make_unique<CompensatedAdamW>(master.masters(), options, seed);
+  }
+  return std::make_unique<torch::optim::AdamW>(master.masters(), options);
 }
 
 }  // namespace grpo::train

@@ -527,22 +527,23 @@ models::CausalLM checked_model(models::CausalLM model) {
 
 SftTrainer::SftTrainer(models::CausalLM model, torch::optim::AdamWOptions adamw, SftTrainerOptions options)
     : model_(checked_model(std::move(model))),
-      master_(trainable_parameters(*model_)),
-      own_optimizer_(std::make_unique<torch::optim::AdamW>(master_.masters(), adamw)),
-      optimizer_(own_optimizer_.get()),
-      options_(std::move(options)) {
-  options_.validate();
-}
+      options_((options.validate(), std::move(options))),
+      master_(trainable_parameters(*model_), options_.optimizer_precision),
+      own_optimizer_(make_adamw(master_, adamw, options_.seed)),
+      optimizer_(own_optimizer_.get()) {}
 
 SftTrainer::SftTrainer(models::CausalLM model, torch::optim::AdamW& optimizer, SftTrainerOptions options)
     : model_(checked_model(std::move(model))),
+      options_(std::move(options)),
       master_(trainable_parameters(*model_)),
-      optimizer_(&optimizer),
-      options_(std::move(options)) {
+      optimizer_(&optimizer) {
   GRPO_CHECK_CONFIG(!master_.mixed(),
                     "SftTrainer: the model has half-precision (bf16/fp16) trainable parameters, which an optimizer "
                     "over them would step directly (small updates rounded away); construct SftTrainer with "
                     "torch::optim::AdamWOptions to train through fp32 master weights");
+  GRPO_CHECK_CONFIG(options_.optimizer_precision == OptimizerPrecision::fp32_master,
+                    "SftTrainer: optimizer_precision {} chooses the optimizer the trainer builds; construct SftTrainer "
+                    "with torch::optim::AdamWOptions instead of an optimizer", to_string(options_.optimizer_precision));
   options_.validate();
 }
 
@@ -554,7 +555,7 @@ SftStepOutput SftTrainer::step(std::span<const SftBatch> micro_batches) {
     out.learning_rate = learning_rate_at(out.step, *options_.schedule);
     set_learning_rate(*optimizer_, out.learning_rate);
   } else {
-    out.learning_rate = static_cast<torch::optim::AdamWOptions&>(optimizer_->param_groups().front().options()).lr();
+    out.learning_rate = optimizer_->param_groups().front().options().get_lr();
   }
   const Normaliser normaliser = sft_normaliser(micro_batches);
   optimizer_->zero_grad();

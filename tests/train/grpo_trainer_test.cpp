@@ -99,7 +99,8 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
   /// adaptive_entropy: the entropy bonus starts at 0.01 and moves by 0.01 per optimizer step towards `target`.
   /// dtype: the model's; lora: adapters on every projection (the reference is then the base model, not synced).
   explicit CopyRun(std::optional<double> adaptive_entropy_target = std::nullopt,
-                   torch::ScalarType dtype = torch::kFloat32, bool lora = false)
+                   torch::ScalarType dtype = torch::kFloat32, bool lora = false,
+                   train::OptimizerPrecision precision = train::OptimizerPrecision::fp32_master)
       : model((torch::manual_seed(7), models::CausalLM(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32})))) {
     model->to(dtype);
     if (lora) models::add_lora(model, {.rank = 2, .alpha = 4, .dropout = 0.1, .target_modules = {"all-linear"}});
@@ -117,6 +118,7 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
     o.micro_batches = 2;
     o.generation_chunks = 2;
     o.learning_rate = 0.05;
+    o.optimizer_precision = precision;
     select_policy_loss(o.loss, "test_reinforce");
     if (adaptive_entropy_target) o.loss.entropy_coef = 0.01;
     trainer = std::make_unique<train::GrpoTrainer>(model, task, scorer, group, o);
@@ -161,20 +163,26 @@ TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train,
   CHECK(same_parameters(resumed.model, straight.model));
 }
 
-TEST_CASE("GrpoTrainer: a bf16 model trains through fp32 master weights, a LoRA model trains its adapters only, and both "
-          "resume bit-exactly", "[train][trainer][precision][lora]") {
+TEST_CASE("GrpoTrainer: a bf16 model trains through fp32 master weights or compensated bf16 AdamW, a LoRA model trains "
+          "its adapters only, and all resume bit-exactly", "[train][trainer][precision][lora]") {
   register_reinforce("test_reinforce");
   struct Variant {
     const char* name;
     torch::ScalarType dtype;
     bool lora;
+    train::OptimizerPrecision precision = train::OptimizerPrecision::fp32_master;
   };
-  for (const Variant variant : {Variant{"bf16", torch::kBFloat16, false}, Variant{"fp32 LoRA", torch::kFloat32, true},
-                                Variant{"bf16 LoRA", torch::kBFloat16, true}}) {
+  for (const Variant variant :
+       {Variant{"bf16", torch::kBFloat16, false}, Variant{"fp32 LoRA", torch::kFloat32, true},
+        Variant{"bf16 LoRA", torch::kBFloat16, true},
+        Variant{"bf16 compensated", torch::kBFloat16, false, train::OptimizerPrecision::compensated}}) {
     INFO(variant.name);
-    const auto dir = scratch(std::string("precision_") + (variant.lora ? "lora_" : "") + c10::toString(variant.dtype));
+    const auto dir = scratch(std::string("precision_") + (variant.lora ? "lora_" : "") + c10::toString(variant.dtype) +
+                             "_" + std::string(train::to_string(variant.precision)));
+    const bool masters = variant.dtype == torch::kBFloat16 && !variant.lora &&
+                         variant.precision == train::OptimizerPrecision::fp32_master;
     train::CheckpointManager checkpoints({.directory = dir, .keep_last = 0});
-    CopyRun straight(std::nullopt, variant.dtype, variant.lora);
+    CopyRun straight(std::nullopt, variant.dtype, variant.lora, variant.precision);
     std::map<std::string, torch::Tensor> start;
     for (const auto& p : straight.model->named_parameters()) start.emplace(p.key(), p.value().clone());
     std::vector<train::Scalars> metrics;
@@ -192,17 +200,17 @@ TEST_CASE("GrpoTrainer: a bf16 model trains through fp32 master weights, a LoRA 
     CHECK(last.at("kl") > 0.0);
     const auto file = dir / "checkpoint-2";
     CHECK(fs::exists(file / "adapter" / "adapter_model.safetensors") == variant.lora);
-    CHECK(fs::exists(file / "master_weights.safetensors") == (variant.dtype == torch::kBFloat16 && !variant.lora));
+    CHECK(fs::exists(file / "master_weights.safetensors") == masters);
     CHECK(models::from_pretrained(file)->lm_head_weight().scalar_type() == variant.dtype);  // saved as trained
 
-    CopyRun resumed(std::nullopt, variant.dtype, variant.lora);
+    CopyRun resumed(std::nullopt, variant.dtype, variant.lora, variant.precision);
     REQUIRE(resumed.trainer->restore(checkpoints) == 2);
     for (std::int64_t step = 3; step <= 4; ++step) {
       CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
     }
     CHECK(same_parameters(resumed.model, straight.model));
     // A resumed run without the fp32 masters would round them from bf16: the checkpoint is required to have them.
-    if (variant.dtype == torch::kBFloat16 && !variant.lora) {
+    if (masters) {
       fs::remove(file / "master_weights.safetensors");
       CopyRun without(std::nullopt, variant.dtype, false);
       CHECK_THROWS_WITH(without.trainer->restore(checkpoints), Catch::Contains("master_weights.safetensors"));

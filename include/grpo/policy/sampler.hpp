@@ -3,10 +3,10 @@
 #pragma once
 
 #include <grpo/core/error.hpp>
+#include <grpo/core/seeded_generator.hpp>
 #include <grpo/policy/causal_lm_concepts.hpp>
 #include <grpo/policy/rollout.hpp>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -75,7 +75,7 @@ struct SamplerOptions {
 class Sampler {
  public:
   explicit Sampler(SamplerOptions options = {})
-      : options_(std::move(options)), generator_(at::make_generator<at::CPUGeneratorImpl>(options_.seed)) {
+      : options_(std::move(options)), generator_(seeded_generator(torch::kCPU, options_.seed)) {
     options_.validate();
   }
 
@@ -265,8 +265,7 @@ class Sampler {
     const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
     if (device.is_cpu()) return torch::empty({batch, vocab}, options).exponential_(1, generator_);
     if (!device_generator_.defined() || device_generator_.device() != device) {
-      device_generator_ = at::globalContext().defaultGenerator(device).clone();
-      device_generator_.set_current_seed(options_.seed);
+      device_generator_ = seeded_generator(device, options_.seed);
     }
     return torch::empty({batch, vocab}, options).exponential_(1, device_generator_);
   }

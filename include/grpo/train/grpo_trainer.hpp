@@ -142,6 +142,9 @@ struct GrpoTrainerOptions {
   /// Every log-prob pass (old, reference, and the update's forward) runs padding-free: the real tokens of its
   /// sequences packed into one row, each attending to itself (PolicyOptions::pack_sequences).
   bool pack_sequences = false;
+  /// How a bf16 model's weights are optimised: fp32 master weights and AdamW state (fp32_master), or in place in
+  /// bf16 with Kahan compensation and stochastically rounded moments (compensated: half the optimizer's memory).
+  OptimizerPrecision optimizer_precision = OptimizerPrecision::fp32_master;
   double learning_rate = 1e-3;          ///< AdamW's base rate (a context stage may change it)
   double weight_decay = 0.0;
   std::int64_t warmup_steps = 0;
@@ -255,7 +258,9 @@ class GrpoTrainer {
   /// Keeps references to `prompts`, `scorer` and `group`, which must outlive the trainer; shares `model` (the trainer
   /// trains it in place). Builds the policy (at sampling.temperature), the frozen reference when kl.beta > 0, AdamW
   /// over the parameters that require grad (a LoRA model's adapters; through fp32 master copies when they are in
-  /// half precision: MasterWeights), the context schedule and the KL controller. Throws ConfigError for invalid options.
+  /// half precision: MasterWeights; or CompensatedAdamW with optimizer_precision compensated, its rounding seeded
+  /// with `seed` so every rank rounds alike), the context schedule and the KL controller. Throws ConfigError for
+  /// invalid options.
   GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
               GrpoTrainerOptions options);
 
@@ -291,7 +296,7 @@ class GrpoTrainer {
 
   const GrpoTrainerOptions& options() const { return options_; }
   models::CausalLM& model() { return model_; }
-  torch::optim::AdamW& optimizer() { return optimizer_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const ContextSchedule& context() const { return context_; }
   const KlController& kl_controller() const { return kl_; }
   const KlController& reward_kl_controller() const { return reward_kl_; }
@@ -322,7 +327,7 @@ class GrpoTrainer {
   bool lora_reference_ = false;  // the reference is model_ with its LoRA adapters off
   GroupAdvantage advantage_;
   MasterWeights master_;  // fp32 masters of a half-precision model's trainable parameters (the optimizer's)
-  torch::optim::AdamW optimizer_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;  // AdamW, or CompensatedAdamW (make_adamw)
   ContextSchedule context_;
   KlController kl_;
   KlController reward_kl_;

@@ -70,9 +70,9 @@ inline double learning_rate_at(std::int64_t step, const LrScheduleOptions& optio
   return options.base_lr;
 }
 
-/// Sets the learning rate of every parameter group of an AdamW optimizer.
-inline void set_learning_rate(torch::optim::AdamW& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+/// Sets the learning rate of every parameter group of `optimizer`.
+inline void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
 }  // namespace grpo::train

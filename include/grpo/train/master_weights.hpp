@@ -14,16 +14,50 @@
 //
 // fp32 and fp64 parameters are their own masters (no copy, accumulate_gradients leaves them alone), so the same code
 // trains a full-precision model unchanged.
+//
+// OptimizerPrecision::compensated is the other way to train a bf16 model: no masters at all, the parameters are
+// stepped in place by CompensatedAdamW (compensated_adamw.hpp), 10 bytes per parameter instead of 20. make_adamw
+// builds the optimizer each choice needs; GrpoTrainer and SftTrainer call it.
 #pragma once
+
+#include <grpo/core/enum_names.hpp>
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace grpo::train {
+
+/// How a half-precision model's trainable parameters are optimised (config key `optimizer_precision`).
+enum class OptimizerPrecision {
+  /// fp32 master weights, fp32 gradients and fp32 AdamW moments (mixed precision; the default).
+  fp32_master,
+  /// bf16 parameters stepped in place: bf16 gradients, bf16 moments (stochastically rounded) and a bf16 Kahan
+  /// compensation per weight (CompensatedAdamW). Needs bf16 trainable parameters.
+  compensated,
+};
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<OptimizerPrecision, 2> kOptimizerPrecisionNames = {{
+    {OptimizerPrecision::fp32_master, "fp32_master"},
+    {OptimizerPrecision::compensated, "compensated"},
+}};
+static_assert(::grpo::detail::names_are_unique(kOptimizerPrecisionNames));
+}  // namespace detail
+
+inline std::string_view to_string(OptimizerPrecision precision) {
+  return ::grpo::detail::enum_name(precision, detail::kOptimizerPrecisionNames);
+}
+/// Throws ConfigError listing the accepted names.
+inline OptimizerPrecision parse_optimizer_precision(std::string_view name) {
+  return ::grpo::detail::parse_enum(name, detail::kOptimizerPrecisionNames, "optimizer precision");
+}
 
 /// The named parameters of `module` that require gradients, in module order (all of them, or a LoRA model's
 /// adapters).
@@ -31,14 +65,18 @@ std::vector<std::pair<std::string, torch::Tensor>> trainable_parameters(const to
 
 class MasterWeights {
  public:
-  /// `parameters`: the trainable parameters (name, tensor). Half-precision ones get an fp32 master copy.
-  explicit MasterWeights(std::vector<std::pair<std::string, torch::Tensor>> parameters);
+  /// `parameters`: the trainable parameters (name, tensor). With fp32_master, half-precision ones get an fp32 master
+  /// copy; with compensated, every parameter is its own master (the optimizer keeps the precision). Throws
+  /// ConfigError (naming optimizer_precision) for compensated when no parameter is bf16 or one is fp16.
+  explicit MasterWeights(std::vector<std::pair<std::string, torch::Tensor>> parameters,
+                         OptimizerPrecision precision = OptimizerPrecision::fp32_master);
 
   /// What the optimizer steps and the gradient is clipped and all-reduced on: the masters (fp32), in the order of
   /// the parameters.
   const std::vector<torch::Tensor>& masters() const { return masters_; }
-  /// Whether any parameter has a separate master (a half-precision model).
+  /// Whether any parameter has a separate master (a half-precision model trained with fp32_master).
   bool mixed() const { return mixed_; }
+  OptimizerPrecision precision() const { return precision_; }
 
   /// After each backward: adds each half-precision parameter's gradient to its master's (in fp32) and drops the
   /// parameter's, so micro-batches accumulate in fp32. No-op for full-precision parameters.
@@ -57,7 +95,13 @@ class MasterWeights {
  private:
   std::vector<std::string> names_;
   std::vector<torch::Tensor> parameters_, masters_;
+  OptimizerPrecision precision_;
   bool mixed_ = false;
 };
+
+/// The AdamW that steps `master`'s masters: torch::optim::AdamW for fp32_master, CompensatedAdamW (its stochastic
+/// rounding seeded with `seed`) for compensated.
+std::unique_ptr<torch::optim::Optimizer> make_adamw(const MasterWeights& master, torch::optim::AdamWOptions options,
+                                                    std::uint64_t seed);
 
 }  // namespace grpo::train

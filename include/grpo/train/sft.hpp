@@ -232,6 +232,10 @@ struct SftTrainerOptions {
   /// When set, the learning rate of step s is learning_rate_at(s, *schedule); otherwise the optimizer's is kept.
   std::optional<LrScheduleOptions> schedule;
   SftLossOptions loss;
+  /// With the AdamWOptions constructor: fp32 master weights for a bf16 model, or compensated bf16 AdamW
+  /// (master_weights.hpp OptimizerPrecision), whose stochastic rounding is seeded with `seed`.
+  OptimizerPrecision optimizer_precision = OptimizerPrecision::fp32_master;
+  std::uint64_t seed = 0;
 
   /// Throws ConfigError naming the field.
   void validate() const;
@@ -255,7 +259,8 @@ struct SftStepOutput {
 ///
 /// A bf16 (or fp16) model trains through fp32 master weights (master_weights.hpp), as GrpoTrainer does: gradients
 /// summed in fp32, clipping and AdamW (fp32 state) on the masters, the parameters the rounded masters after each
-/// step. Build such a trainer with the AdamWOptions constructor, which owns its optimizer over the masters.
+/// step. Build such a trainer with the AdamWOptions constructor, which owns its optimizer over the masters (or, with
+/// optimizer_precision compensated, a CompensatedAdamW over the bf16 parameters themselves).
 class SftTrainer {
  public:
   /// The trainer owns an AdamW over the model's trainable parameters (their fp32 masters for a half-precision model).
@@ -271,17 +276,18 @@ class SftTrainer {
   std::int64_t steps_done() const { return steps_done_; }
   void set_steps_done(std::int64_t steps) { steps_done_ = steps; }
   const SftTrainerOptions& options() const { return options_; }
-  /// The optimizer stepped (the caller's, or the trainer's own), for checkpoints.
-  torch::optim::AdamW& optimizer() { return *optimizer_; }
-  /// The fp32 masters of the trainable parameters (the parameters themselves for a full-precision model).
+  /// The optimizer stepped (the caller's AdamW, or the trainer's own AdamW / CompensatedAdamW), for checkpoints.
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  /// The fp32 masters of the trainable parameters (the parameters themselves for a full-precision model or
+  /// optimizer_precision compensated).
   const MasterWeights& master_weights() const { return master_; }
 
  private:
   models::CausalLM model_;
-  MasterWeights master_;
-  std::unique_ptr<torch::optim::AdamW> own_optimizer_;  // set by the AdamWOptions constructor
-  torch::optim::AdamW* optimizer_;
   SftTrainerOptions options_;
+  MasterWeights master_;
+  std::unique_ptr<torch::optim::Optimizer> own_optimizer_;  // set by the AdamWOptions constructor
+  torch::optim::Optimizer* optimizer_;
   std::int64_t steps_done_ = 0;
 };
 

@@ -18,12 +18,14 @@
 // master weights and with CompensatedAdamW, measured on the second update (the first creates AdamW's state, which is
 // then part of every later step's resident memory).
 //
-// Each row: the phase times the trainer logs (timing_s/...), the step's peak resident memory (VmHWM after a reset of
-// the kernel's high-water mark just before the step) and how much of it was added during the step (+GB: peak minus
-// the resident memory at its start: activations, gradients, temporaries), tokens/s of generation and of the update,
-// and the update's
-// achieved FLOP/s against this machine's matrix-product peak for the dtype measured in the same run (6·N·tokens for
+// Each row: the phase times the trainer logs (timing_s/...), the step's peak resident memory (VmHWM after
+// malloc_trim and a reset of the kernel's high-water mark just before the step) and how much of it was added during
+// the step (+GB: peak minus the resident memory at its start: activations, gradients, temporaries), tokens/s of
+// generation and of the update, and the update's achieved FLOP/s against this machine's matrix-product peak for the dtype measured in the same run (6·N·tokens for
 // forward + backward, 8·N·tokens with checkpointing's recomputation; attention's T² terms left out).
+//
+// A whole step's row is followed by the sampler's probabilities against the trainer's recomputation of them (the KL
+// in the reward makes the trainer recompute the rollout policy's log-probs): verl's training/rollout_probs_diff_*.
 //
 //   bench_step [--layers 24] [--completion 512] [--memory-completion 1024] [--only NAME,...]
 #include <grpo/grpo.hpp>
@@ -32,6 +34,7 @@
 
 #include <fmt/format.h>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -114,14 +117,18 @@ double matmul_peak(torch::ScalarType dtype) {
 struct Row {
   std::string name;
   std::map<std::string, double> timing;  // phase → seconds
+  std::map<std::string, double> mismatch;  // training/rollout_*: the sampler's probabilities against the trainer's
   double step_seconds = 0, peak_gib = 0, added_gib = 0, generated_tokens = 0, trained_tokens = 0, update_flops = 0;
   torch::ScalarType dtype = torch::kFloat32;
 };
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
-/// Resets the kernel's high-water mark; returns the resident memory at that point (GiB).
+/// Returns the heap's free memory to the system (what earlier rows and the first update freed but glibc kept), then
+/// resets the kernel's high-water mark; returns the resident memory at that point (GiB). The peak after it is what
+/// the measured phase needs on top of what is live.
 double reset_peak() {
+  malloc_trim(0);
   std::ofstream("/proc/self/clear_refs") << "5";
   return gib(grpo::bench::proc_status_bytes("VmRSS"));
 }
@@ -191,6 +198,7 @@ Row trainer_step(const fs::path& checkpoint, const Shape& shape, const Variant& 
   row.step_seconds = report.seconds;
   for (const auto& [name, value] : report.scalars) {
     if (name.starts_with("timing_s/")) row.timing[name.substr(9)] = value;
+    if (name.starts_with("training/rollout_")) row.mismatch[name.substr(17)] = value;
   }
   row.generated_tokens = static_cast<double>(shape.group * shape.completion);
   row.trained_tokens = static_cast<double>(shape.group * (shape.prompt + shape.completion));
@@ -379,6 +387,11 @@ int main(int argc, char** argv) {
   std::map<std::string, Row> rows;
   auto keep = [&](Row row) {
     print(row, peak);
+    if (!row.mismatch.empty()) {
+      fmt::print("  {:<20} sampler vs trainer probabilities (verl's debug metrics): |diff| max {:.2e}, mean {:.2e}, "
+                 "std {:.2e}; pearson {:.6f}\n", "", row.mismatch["probs_diff_max"], row.mismatch["probs_diff_mean"],
+                 row.mismatch["probs_diff_std"], row.mismatch["actor_probs_pearson_corr"]);
+    }
     std::fflush(stdout);
     rows.emplace(row.name, std::move(row));
   };

@@ -262,11 +262,11 @@ int main(int argc, char** argv) try {
     warm_up(model, *task, s.seed, 150);
     source = std::move(task);
   } else {
-    model = grpo::models::from_pretrained(s.model_dir, r1_zero::model_dtype(s.dtype));
+    model = grpo::models::from_pretrained(s.model_dir, r1_zero::model_dtype(s.dtype), r1_zero::model_device(s, group));
     auto tokenizer = grpo::text::Tokenizer::from_pretrained(s.model_dir);
     source = data_source(s, run, std::move(tokenizer), model->config().eos_token_ids);
   }
-  r1_zero::prepare_model(model, s);
+  r1_zero::prepare_model(model, s, r1_zero::model_device(s, group));  // the tiny task warms up on the CPU
   grpo::train::StepScorer scorer = make_scorer(s, run);
   const grpo::train::GrpoTrainerOptions options = r1_zero::trainer_options(s, run);
   grpo::train::GrpoTrainer trainer(model, *source, scorer, group, options);
@@ -287,11 +287,14 @@ int main(int argc, char** argv) try {
     for (const auto& p : model->parameters()) (p.requires_grad() ? trainable : total) += p.numel();
     total += trainable;
     const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-    fmt::print("model: {} parameters ({} trained{}), {}{}; {} threads, OMP_WAIT_POLICY={}\n", total, trainable,
+    fmt::print("model: {} parameters ({} trained{}), {} on {}{}; {} threads, OMP_WAIT_POLICY={}\n", total, trainable,
                model->lora_options() ? fmt::format(": LoRA r={} on {} modules", model->lora_options()->rank,
                                                    grpo::models::lora_modules(model).size())
                                      : "",
-               s.dtype == "fp32" ? "fp32" : s.dtype + " with fp32 master weights",
+               s.dtype == "fp32"                          ? "fp32"
+               : s.optimizer_precision == "compensated" ? s.dtype + " with compensated bf16 AdamW"
+                                                        : s.dtype + " with fp32 master weights",
+               model->lm_head_weight().device().str(),
                model->gradient_checkpointing() ? ", activation checkpointing" : "", at::get_num_threads(),
                wait_policy ? wait_policy : "(default)");
     fs::create_directories(s.output_dir);

@@ -205,7 +205,8 @@ inline std::vector<Field> fields(Settings& s) {
       {"--dtype", &s.dtype,
        "the model's dtype: fp32, or bf16 (bf16 compute; the weights optimised as --optimizer-precision says); "
        "fp16 needs a CUDA device", member_of({"fp32", "bf16", "fp16"})},
-      {"--device", &s.device, "cpu, or cuda[:N] (needs a CUDA build of LibTorch)"},
+      {"--device", &s.device, "cpu, or cuda[:N] (needs a CUDA build of LibTorch; with several processes cuda, each "
+       "rank on cuda:LOCAL_RANK)"},
       {"--gradient-checkpointing", &s.gradient_checkpointing,
        "recompute each decoder layer in backward instead of keeping its activations: on, off, or auto (on for "
        "models of 100 M parameters or more)", member_of({"auto", "on", "off"})},
@@ -567,6 +568,16 @@ inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
 
 /// Fills in what depends on other settings: the task, the completion limit, the recipe's loss values, the reward
 /// weights. Throws ConfigError for combinations that cannot run.
+/// --device for this rank: cpu; cuda is cuda:LOCAL_RANK (one GPU per process); cuda:N only with one process (NCCL
+/// gives each rank the GPU of its local rank).
+inline torch::Device model_device(const Settings& s, const grpo::train::ProcessGroup& group) {
+  if (s.device == "cpu") return torch::kCPU;
+  if (s.device == "cuda") return {torch::kCUDA, static_cast<c10::DeviceIndex>(group.local_rank())};
+  GRPO_CHECK_CONFIG(group.world_size() == 1, "--device {} with {} processes: use --device cuda (each rank runs on "
+                    "cuda:LOCAL_RANK)", s.device, group.world_size());
+  return torch::Device(s.device);
+}
+
 /// --dtype as a torch dtype.
 inline torch::ScalarType model_dtype(const std::string& name) {
   return name == "bf16" ? torch::kBFloat16 : name == "fp16" ? torch::kHalf : torch::kFloat32;
@@ -574,15 +585,20 @@ inline torch::ScalarType model_dtype(const std::string& name) {
 
 /// Checks --device, --dtype and the LoRA flags together, before anything is loaded.
 inline void check_model_flags(const Settings& s) {
-  const bool cuda = s.device.starts_with("cuda");
+  const bool cuda = s.device == "cuda" || s.device.starts_with("cuda:");
   GRPO_CHECK_CONFIG(s.device == "cpu" || cuda, "--device {}: expected cpu or cuda[:N]", s.device);
-  GRPO_CHECK_CONFIG(!cuda || torch::cuda::is_available(),
-                    "--device {}: this LibTorch has no CUDA support or sees no GPU (Debian's libtorch-dev is CPU-only)",
-                    s.device);
-  GRPO_CHECK_CONFIG(!cuda, "--device {}: r1_zero trains on the CPU in this version (the kernels and the sampler run "
-                    "on any device, but the trainer's step has not been run on a GPU); use --device cpu", s.device);
-  GRPO_CHECK_CONFIG(s.dtype != "fp16", "--dtype fp16: half-precision matrix products need a CUDA device; on a CPU use "
-                    "--dtype bf16");
+  if (cuda) {
+    GRPO_CHECK_CONFIG(torch::cuda::is_available(), "--device {}: this LibTorch has no CUDA support or sees no GPU "
+                      "(Debian's libtorch-dev is CPU-only)", s.device);
+    const std::string index = s.device == "cuda" ? "0" : s.device.substr(5);
+    GRPO_CHECK_CONFIG(!index.empty() && index.size() <= 3 &&
+                          index.find_first_not_of("0123456789") == std::string::npos &&
+                          std::stoi(index) < static_cast<int>(torch::cuda::device_count()),
+                      "--device {}: expected cuda or cuda:N with N below the {} GPUs visible", s.device,
+                      torch::cuda::device_count());
+  }
+  GRPO_CHECK_CONFIG(cuda || s.dtype != "fp16", "--dtype fp16: half-precision matrix products need a CUDA device; on "
+                    "a CPU use --dtype bf16");
   GRPO_CHECK_CONFIG(!s.fp32_lm_head || s.dtype != "fp32", "--fp32-lm-head: the model is already fp32 (--dtype fp32)");
   if (grpo::train::parse_optimizer_precision(s.optimizer_precision) == grpo::train::OptimizerPrecision::compensated) {
     GRPO_CHECK_CONFIG(s.dtype == "bf16", "--optimizer-precision compensated steps bf16 weights in place; it needs "
@@ -622,8 +638,8 @@ inline void check_lora_targets(const grpo::models::CausalLM& model, const Settin
 /// The run's model as the flags ask: --dtype (a checkpoint is loaded in it; the tiny task's model is converted after
 /// its warm-up), LoRA adapters (--lora-r or --lora-adapter; a target matching nothing is an error naming the flag),
 /// activation checkpointing.
-inline void prepare_model(grpo::models::CausalLM& model, const Settings& s) {
-  model->to(model_dtype(s.dtype));
+inline void prepare_model(grpo::models::CausalLM& model, const Settings& s, const torch::Device& device) {
+  model->to(device, model_dtype(s.dtype));
   check_lora_targets(model, s);
   if (!s.lora_adapter.empty()) {
     grpo::models::load_lora_adapter(model, s.lora_adapter);

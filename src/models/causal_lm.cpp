@@ -6,7 +6,6 @@
 #include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
 
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
 #include <set>
@@ -58,7 +57,7 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["h_requires_grad"] = h.requires_grad();
     torch::Tensor rng_state;
     if (layer->is_training() && layer->draws_random_numbers()) {
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      at::Generator generator = at::globalContext().defaultGenerator(h.device());  // the one dropout draws from
       std::lock_guard<std::mutex> lock(generator.mutex());
       rng_state = generator.get_state();
     }
@@ -81,7 +80,7 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     {
       torch::AutoGradMode record(true);
       std::optional<torch::Tensor> current_rng;
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      at::Generator generator = at::globalContext().defaultGenerator(h.device());
       if (saved[4].defined()) {
         std::lock_guard<std::mutex> lock(generator.mutex());
         current_rng = generator.get_state();

@@ -227,7 +227,8 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalL
   }
   {
     torch::serialize::InputArchive archive;
-    archive.load_from((checkpoint / "optimizer.pt").string());
+    // The optimizer's state onto the model's device (rank 0 saved it from its own).
+    archive.load_from((checkpoint / "optimizer.pt").string(), model->lm_head_weight().device());
     optimizer.load(archive);
   }
   {

@@ -402,11 +402,27 @@ void run_collective(const ProcessGroupOptions& options, std::string_view what, S
 void ProcessGroup::check_tensor(const torch::Tensor& tensor, std::string_view what) const {
   GRPO_CHECK(tensor.defined(), "{}: tensor is undefined", what);
   GRPO_CHECK(tensor.is_contiguous(), "{}: tensor of shape {} must be contiguous", what, shape_str(tensor));
-  if (!state_) return;  // one process: nothing is sent, any device will do
-  const bool nccl = backend_name() == "nccl";
-  GRPO_CHECK(nccl ? tensor.device().is_cuda() : tensor.device().is_cpu(),
-             "{}: tensor on {}, but the {} backend takes {} tensors{}", what, tensor.device().str(), backend_name(),
-             nccl ? "CUDA" : "CPU", kHaveNccl ? "" : " (NCCL is not compiled in: GRPO_WITH_NCCL)");
+}
+
+namespace {
+/// Runs `collective` on `tensor` where the backend exchanges tensors (NCCL: this process's GPU, cuda:LOCAL_RANK;
+/// Gloo: the CPU): a tensor elsewhere (host numbers under NCCL, a GPU model's gradients under Gloo) goes through a
+/// copy there and back.
+template <typename Collective>
+void on_exchange_device(torch::Tensor& tensor, const torch::Device& device, Collective&& collective) {
+  if (tensor.device() == device) {
+    collective(tensor);
+    return;
+  }
+  torch::Tensor staged = tensor.to(device);
+  collective(staged);
+  tensor.copy_(staged);
+}
+}  // namespace
+
+torch::Device ProcessGroup::exchange_device() const {
+  return backend_name() == "nccl" ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options_.local_rank))
+                                  : torch::Device(torch::kCPU);
 }
 
 void ProcessGroup::barrier() {
@@ -417,11 +433,13 @@ void ProcessGroup::barrier() {
 void ProcessGroup::all_reduce_(torch::Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "ProcessGroup::all_reduce_");
   if (!state_) return;
-  std::vector<at::Tensor> tensors{tensor};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = to_c10d(op);
-  opts.timeout = options_.collective_timeout;
-  run_collective(options_, "ProcessGroup::all_reduce_", [&] { return state_->backend->allreduce(tensors, opts); });
+  on_exchange_device(tensor, exchange_device(), [&](torch::Tensor& exchanged) {
+    std::vector<at::Tensor> tensors{exchanged};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = to_c10d(op);
+    opts.timeout = options_.collective_timeout;
+    run_collective(options_, "ProcessGroup::all_reduce_", [&] { return state_->backend->allreduce(tensors, opts); });
+  });
 }
 
 void ProcessGroup::broadcast_(torch::Tensor& tensor, int root) {
@@ -429,11 +447,13 @@ void ProcessGroup::broadcast_(torch::Tensor& tensor, int root) {
   GRPO_CHECK(root >= 0 && root < options_.world_size, "ProcessGroup::broadcast_: root must be in [0, {}), got {}",
              options_.world_size, root);
   if (!state_) return;
-  std::vector<at::Tensor> tensors{tensor};
-  c10d::BroadcastOptions opts;
-  opts.rootRank = root;
-  opts.timeout = options_.collective_timeout;
-  run_collective(options_, "ProcessGroup::broadcast_", [&] { return state_->backend->broadcast(tensors, opts); });
+  on_exchange_device(tensor, exchange_device(), [&](torch::Tensor& exchanged) {
+    std::vector<at::Tensor> tensors{exchanged};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.timeout = options_.collective_timeout;
+    run_collective(options_, "ProcessGroup::broadcast_", [&] { return state_->backend->broadcast(tensors, opts); });
+  });
 }
 
 double ProcessGroup::all_reduce(double value, ReduceOp op) {

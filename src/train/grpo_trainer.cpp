@@ -120,6 +120,44 @@ LocalNormaliserOptions normaliser_options(std::int64_t max_completion_length) {
   return options;
 }
 
+/// verl's rollout-vs-actor metrics (verl/utils/debug/metrics.py calculate_debug_metrics): over the valid completion
+/// tokens of every rank, the probabilities the sampler recorded, a = exp(sampler log-prob), against the trainer's
+/// recomputation before the update, b = exp(old log-prob): |a − b|'s max, mean and std (n − 1), and the Pearson
+/// correlation of a and b (left out when either has no spread). Added when `enabled` (the same on every rank); a
+/// rank without the tensors contributes nothing.
+void add_sampler_mismatch(ProcessGroup& group, const StepBatch& batch, bool enabled, std::vector<MetricValue>& values) {
+  if (!enabled) return;
+  torch::Tensor sums = torch::zeros({8}, torch::kFloat64);  // n, Σd, Σd², Σa, Σb, Σa², Σb², Σab
+  double max_diff = 0.0;
+  const auto& rollout = batch.rollout;
+  if (batch.train && batch.rows() > 0 && batch.old_log_probs.defined() && rollout.sampler_log_probs.defined()) {
+    const auto valid = rollout.completion_mask != 0;
+    const auto a = rollout.sampler_log_probs.to(torch::kFloat64).exp().masked_select(valid);
+    const auto b = batch.old_log_probs.to(torch::kFloat64).exp().masked_select(valid);
+    const auto d = (a - b).abs();
+    sums = torch::stack({torch::scalar_tensor(static_cast<double>(a.numel()), torch::kFloat64), d.sum(),
+                         d.square().sum(), a.sum(), b.sum(), a.square().sum(), b.square().sum(), (a * b).sum()});
+    if (d.numel() > 0) max_diff = d.max().item<double>();
+  }
+  group.all_reduce_(sums);
+  max_diff = group.all_reduce(max_diff, ReduceOp::max);
+  const auto s = sums.accessor<double, 1>();
+  const double n = s[0];
+  if (n < 1) return;
+  const double mean = s[1] / n;
+  values.push_back({"training/rollout_probs_diff_max", max_diff, MetricReduction::max, 1.0});
+  values.push_back({"training/rollout_probs_diff_mean", mean, MetricReduction::max, 1.0});
+  if (n >= 2) {
+    const double variance = std::max(0.0, (s[2] - n * mean * mean) / (n - 1));
+    values.push_back({"training/rollout_probs_diff_std", std::sqrt(variance), MetricReduction::max, 1.0});
+    const double var_a = s[5] - s[3] * s[3] / n, var_b = s[6] - s[4] * s[4] / n, cov = s[7] - s[3] * s[4] / n;
+    if (var_a > 0.0 && var_b > 0.0) {
+      values.push_back({"training/rollout_actor_probs_pearson_corr", std::clamp(cov / std::sqrt(var_a * var_b), -1.0, 1.0),
+                        MetricReduction::max, 1.0});
+    }
+  }
+}
+
 std::vector<ContextStage> stages_of(const GrpoTrainerOptions& o) {
   if (!o.stages.empty()) return o.stages;
   ContextStage only;
@@ -446,23 +484,28 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   return out;
 }
 
+bool GrpoTrainer::old_log_prob_pass() const {
+  return options_.mu > 1 || !options_.loss.rollout_rejection.empty() || options_.kl_in_reward.enabled() ||
+         options_.token_advantage.estimator == TokenAdvantageEstimator::optimal_token_baseline;
+}
+
 void GrpoTrainer::add_log_probs(StepBatch& batch) {
   const bool otb = options_.token_advantage.estimator == TokenAdvantageEstimator::optimal_token_baseline;
-  const bool needs_old = options_.mu > 1 || !options_.loss.rollout_rejection.empty() ||
-                         options_.kl_in_reward.enabled() || otb;
   torch::NoGradGuard no_grad;
-  if (needs_old) {
+  if (old_log_prob_pass()) {
     const auto started = std::chrono::steady_clock::now();
     auto old = policy_.token_log_probs(batch.rollout, /*with_entropy=*/false, /*with_sum_pi_squared=*/otb);
-    batch.old_log_probs = old.log_probs;
-    batch.sum_pi_squared = old.sum_pi_squared;
+    // The batch lives on the CPU with its rollout (rewards, advantages and masks are host-side); only the update's
+    // forward runs on the model's device, and the loss takes its inputs there.
+    batch.old_log_probs = old.log_probs.to(torch::kCPU);
+    if (otb) batch.sum_pi_squared = old.sum_pi_squared.to(torch::kCPU);
     batch.old_log_prob_seconds = seconds_since(started);
   }
   if (reference_) {
     const auto started = std::chrono::steady_clock::now();
     std::optional<models::LoraDisabled> base_only;
     if (lora_reference_) base_only.emplace(model_);
-    batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs;
+    batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs.to(torch::kCPU);
     batch.ref_log_prob_seconds = seconds_since(started);
   }
   if (options_.kl_in_reward.enabled()) {
@@ -635,14 +678,16 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       const auto part = rollout.rows(begin, count);
       const auto forward_started = std::chrono::steady_clock::now();
       const auto lp = policy_.token_log_probs(part, /*with_entropy=*/true);
+      // The batch is on the CPU; the loss runs where the log-probs are (the model's device).
+      const auto on_device = [&](const torch::Tensor& t) { return t.narrow(0, begin, count).to(lp.log_probs.device()); };
       LossInputs inputs;
       inputs.log_probs = lp.log_probs;
-      if (needs_old) inputs.old_log_probs = old_log_probs.narrow(0, begin, count);
-      if (reference_) inputs.ref_log_probs = ref_log_probs.narrow(0, begin, count);
-      inputs.advantages = adv.advantages.narrow(0, begin, count);
-      inputs.mask = loss_mask.narrow(0, begin, count);
+      if (needs_old) inputs.old_log_probs = on_device(old_log_probs);
+      if (reference_) inputs.ref_log_probs = on_device(ref_log_probs);
+      inputs.advantages = on_device(adv.advantages);
+      inputs.mask = on_device(loss_mask);
       inputs.entropy = lp.entropy;
-      if (needs_sampler_log_probs) inputs.sampler_log_probs = rollout.sampler_log_probs.narrow(0, begin, count);
+      if (needs_sampler_log_probs) inputs.sampler_log_probs = on_device(rollout.sampler_log_probs);
       const auto result = loss(inputs, normaliser);
       out.forward_seconds += seconds_since(forward_started);
       const auto backward_started = std::chrono::steady_clock::now();
@@ -774,6 +819,7 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
     }
     values.push_back({"actor/reward_kl_penalty_coeff", reward_kl_.beta(), MetricReduction::max, 1.0});
   }
+  add_sampler_mismatch(group_, batch, old_log_prob_pass(), values);
   report.scalars = reduce_metrics(group_, values);
   report.by_name = std::map<std::string, double>(report.scalars.begin(), report.scalars.end());
   if (batch.train && !stage_metrics_checked_) check_stage_metrics(report.by_name);

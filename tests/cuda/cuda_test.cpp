@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The device-generic code on a CUDA device against the same computation on the CPU: the kernels' generic path,
-// blocked attention, the model and the sampler. Label "cuda": scripts/run-tests.sh leaves these tests out when no
+// blocked attention, the model, the sampler and GrpoTrainer's step (its batch on the CPU, the model on the GPU). Label "cuda": scripts/run-tests.sh leaves these tests out when no
 // GPU is visible (nvidia-smi); this binary is built everywhere, so the code stays compiling against the CPU-only
 // LibTorch too. With a CUDA LibTorch and a GPU, `scripts/test.sh -L cuda` runs them alone.
 #include <grpo/logprob/fused_grpo_loss.hpp>
@@ -10,10 +10,13 @@
 #include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/policy/sampler.hpp>
+#include <grpo/train/grpo_trainer.hpp>
 #include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
 #include <support/tensor_testing.hpp>
+
+#include <filesystem>
 
 namespace {
 
@@ -109,4 +112,135 @@ TEST_CASE("blocked attention and a model on a GPU equal the CPU, and the sampler
   REQUIRE(torch::equal(a.completion_ids, b.completion_ids));  // the device generator is seeded
   REQUIRE(a.completion_ids.min().item<int64_t>() >= 0);
   REQUIRE(a.completion_ids.max().item<int64_t>() < 32);
+}
+
+namespace {
+
+/// Prompts [t] over a 32-token vocabulary; a completion is right when it starts with t (reward 1).
+struct RepeatTask final : grpo::train::PromptSource {
+  std::int64_t drawn = 0;
+  std::vector<grpo::train::Problem> held;
+  std::vector<grpo::train::Problem> train_batch(std::int64_t, std::int64_t count) override {
+    std::vector<grpo::train::Problem> out;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t token = 1 + (drawn++ * 5) % 30;
+      out.push_back({.prompt_ids = {token}, .prompt_text = std::to_string(token),
+                     .row = std::make_shared<const grpo::rewards::Row>(
+                         grpo::rewards::Row{{"ground_truth", std::to_string(token)}})});
+    }
+    return out;
+  }
+  const std::vector<grpo::train::Problem>& held_out() const override { return held; }
+  std::string decode(std::span<const std::int64_t> ids) const override {
+    return ids.empty() ? "" : std::to_string(ids[0]);
+  }
+  std::vector<std::int64_t> eos_token_ids() const override { return {31}; }
+  std::int64_t pad_token_id() const override { return 0; }
+  void save_state(grpo::train::TrainerState& s) const override { s.values["repeat/drawn"] = static_cast<double>(drawn); }
+  void load_state(const grpo::train::TrainerState& s) override {
+    drawn = static_cast<std::int64_t>(s.values.at("repeat/drawn"));
+  }
+};
+
+grpo::train::StepScorer repeat_scorer() {
+  return grpo::train::StepScorer(grpo::rewards::RewardSet(
+      {{grpo::rewards::make_reward("accuracy", [](const grpo::rewards::Completion& c) {
+          return c.text == c.row->text("ground_truth").value_or("") ? 1.0 : 0.0;
+        }), 1.0}}));
+}
+
+grpo::models::CausalLM small_model(torch::ScalarType dtype) {
+  auto model = grpo::testing::random_fp64_model(
+      grpo::testing::tiny_model_config({.vocab = 32, .hidden = 16, .intermediate = 32, .layers = 2, .heads = 4}), 5);
+  model->to(kCuda, dtype);
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE("GrpoTrainer steps a model on a GPU (KL in the loss and the reward, mu 2, rollout rejection, compensated "
+          "bf16) and restores a checkpoint there", "[cuda]") {
+  require_gpu();
+  for (const auto precision : {grpo::train::OptimizerPrecision::fp32_master, grpo::train::OptimizerPrecision::compensated}) {
+    INFO(grpo::train::to_string(precision));
+    RepeatTask task;
+    auto scorer = repeat_scorer();
+    grpo::train::ProcessGroup group{grpo::train::ProcessGroupOptions{}};
+    auto model = small_model(torch::kBFloat16);
+    grpo::train::GrpoTrainerOptions o{.steps = 2, .prompts_per_step = 4, .group_size = 4, .seed = 3};
+    o.sampling.max_new_tokens = 3;
+    o.loss = grpo::recipes::dapo();
+    o.loss.beta = 0.04;
+    o.kl_in_reward.control.beta = 0.01;
+    o.mu = 2;
+    o.micro_batches = 2;
+    o.loss.rollout_rejection = grpo::parse_rollout_rejection("token_k1", "100");
+    o.optimizer_precision = precision;
+    o.learning_rate = 1e-2;
+    grpo::train::GrpoTrainer trainer(model, task, scorer, group, o);
+    std::vector<torch::Tensor> before;
+    for (const auto& p : model->parameters()) before.push_back(p.detach().cpu().clone());
+    const auto report = trainer.step(1);
+    for (const auto& [name, value] : report.scalars) {
+      INFO(name);
+      CHECK(std::isfinite(value));
+    }
+    bool moved = false;
+    std::size_t i = 0;
+    for (const auto& p : model->parameters()) {
+      CHECK(p.device().is_cuda());
+      moved = moved || !torch::equal(p.detach().cpu(), before[i++]);
+    }
+    CHECK(moved);
+    const auto dir = grpo::testing::fresh_temp_dir("cuda_trainer");
+    grpo::train::CheckpointManager checkpoints({.directory = dir, .keep_last = 0});
+    trainer.save(checkpoints, 1);
+    auto again = small_model(torch::kBFloat16);
+    RepeatTask task_again;
+    grpo::train::GrpoTrainer resumed(again, task_again, scorer, group, o);
+    REQUIRE(resumed.restore(checkpoints) == 1);
+    trainer.step(2);
+    resumed.step(2);
+    const auto pa = model->parameters(), pb = again->parameters();
+    for (std::size_t j = 0; j < pa.size(); ++j) CHECK(torch::equal(pa[j].cpu(), pb[j].cpu()));
+  }
+}
+
+TEST_CASE("GrpoTrainer::policy_update on a GPU equals the CPU's (fp64, a fixed batch)", "[cuda]") {
+  require_gpu();
+  auto update = [](const torch::Device& device) {
+    RepeatTask task;
+    auto scorer = repeat_scorer();
+    grpo::train::ProcessGroup group{grpo::train::ProcessGroupOptions{}};
+    auto model = grpo::testing::random_fp64_model(
+        grpo::testing::tiny_model_config({.vocab = 32, .hidden = 16, .intermediate = 32, .layers = 2, .heads = 4}), 5);
+    model->to(device);
+    grpo::train::GrpoTrainerOptions o{.steps = 1, .prompts_per_step = 1, .group_size = 4, .seed = 3};
+    o.loss = grpo::recipes::dapo();
+    o.micro_batches = 2;
+    grpo::train::GrpoTrainer trainer(model, task, scorer, group, o);
+    grpo::train::StepBatch batch;
+    batch.step = 1;
+    batch.group_size = 4;
+    batch.max_new_tokens = 5;
+    batch.problems = task.train_batch(1, 1);
+    auto& r = batch.rollout;  // on the CPU, as the sampler returns it
+    r.prompt_ids = torch::tensor({{0, 4, 9}}, torch::kInt64).repeat({4, 1});
+    r.prompt_mask = torch::tensor({{0, 1, 1}}, torch::kInt64).repeat({4, 1});
+    r.completion_ids = torch::tensor({{1, 2, 3, 4, 5}, {6, 7, 8, 0, 0}, {9, 10, 0, 0, 0}, {11, 12, 13, 14, 15}});
+    r.completion_mask = (r.completion_ids != 0).to(torch::kInt64);
+    r.truncated = torch::zeros({4}, torch::kBool);
+    r.sampler_log_probs = torch::zeros({4, 5}, torch::kFloat64);
+    for (int g = 0; g < 4; ++g) {
+      batch.completions.push_back({.group = 0});
+      batch.totals.push_back(static_cast<float>(g % 2));
+    }
+    trainer.policy_update(batch, trainer.advantages(batch));
+    std::vector<torch::Tensor> out;
+    for (const auto& p : model->parameters()) out.push_back(p.detach().cpu());
+    return out;
+  };
+  const auto cpu = update(torch::kCPU), gpu = update(kCuda);
+  REQUIRE(cpu.size() == gpu.size());
+  for (std::size_t i = 0; i < cpu.size(); ++i) GRPO_REQUIRE_CLOSE(gpu[i], cpu[i], 1e-9, 1e-11);
 }

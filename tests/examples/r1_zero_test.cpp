@@ -173,6 +173,21 @@ TEST_CASE("r1_zero --dtype bf16 (fp32 master weights) learns the tiny task as fp
   static_assert(0.9 > kTinyTaskNoLearningBest + 0.3);
 }
 
+TEST_CASE("r1_zero --dtype bf16 --optimizer-precision compensated learns the tiny task without fp32 master weights",
+          "[examples][precision]") {
+  const auto dir = scratch("tiny_bf16_compensated");
+  const auto run = r1_zero("--dtype bf16 --optimizer-precision compensated --steps 160 --eval-every 160 "
+                           "--eval-problems 128 --eval-samples 2 --save-every 0" +
+                               grpo::testing::learning_rate_flag(""),
+                           dir);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK_THAT(run.out, Catch::Contains("bf16 with compensated bf16 AdamW"));
+  const auto metrics = read_metrics(dir);
+  CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.1);
+  CHECK(metrics.at(160).at("eval/mean_accuracy") >= 0.9);
+}
+
 TEST_CASE("r1_zero runs with OMP_WAIT_POLICY=PASSIVE unless the environment sets a policy", "[examples][precision]") {
   const auto dir = scratch("wait_policy");
   const std::string args = " --output-dir " + dir.string() + " --steps 1 --eval-every 0 --save-every 0 2>&1";
@@ -230,6 +245,11 @@ TEST_CASE("r1_zero rejects model flags it cannot honour, naming the flag, before
            {"--dtype fp64", "--dtype: fp64 not in {fp32,bf16,fp16}"},
            {"--device cuda:0", "--device cuda:0: this LibTorch has no CUDA support"},
            {"--device tpu", "--device tpu: expected cpu or cuda[:N]"},
+           {"--device cudax", "--device cudax: expected cpu or cuda[:N]"},
+           {"--optimizer-precision compensated", "--optimizer-precision compensated steps bf16 weights in place; it "
+                                                 "needs --dtype bf16"},
+           {"--dtype bf16 --optimizer-precision compensated --lora-r 4", "LoRA adapters train in fp32"},
+           {"--optimizer-precision bf16", "unknown optimizer precision 'bf16'"},
            {"--fp32-lm-head", "--fp32-lm-head: the model is already fp32"},
            {"--lora-target-modules q_proj", "--lora-target-modules needs --lora-r > 0"},
            {"--lora-r 4 --lora-target-modules qkv", "target_modules [qkv] match no module of this qwen2 model"},

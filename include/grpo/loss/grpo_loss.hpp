@@ -505,6 +505,16 @@ class GrpoLoss {
                   options_.sampler_correction.mode != SamplerCorrectionMode::none
                       ? fmt::format("sampler_correction.mode = {}", to_string(options_.sampler_correction.mode))
                       : std::string("rollout_rejection"));
+    const std::pair<const torch::Tensor*, std::string_view> tensors[] = {
+        {&in.old_log_probs, "old_log_probs"}, {&in.ref_log_probs, "ref_log_probs"},
+        {&in.advantages, "advantages"},       {&in.mask, "mask"},
+        {&in.entropy, "entropy"},             {&in.sampler_log_probs, "sampler_log_probs"},
+        {&in.truncated, "truncated"}};
+    for (const auto& [t, name] : tensors) {
+      GRPO_CHECK(!t->defined() || t->device() == in.log_probs.device(),
+                 "{}: {} is on {} but log_probs is on {} (put every input on one device)", kWhat, name,
+                 t->device().str(), in.log_probs.device().str());
+    }
     torch::Tensor mask = in.mask;
     if (options_.mask_truncated_completions) {
       GRPO_CHECK(in.truncated.defined(), "{}: mask_truncated_completions needs truncated of shape [{}], got undefined",

@@ -66,7 +66,8 @@ class Policy {
   const ModelType& model() const { return model_; }
   const PolicyOptions& options() const { return options_; }
 
-  /// log p(completion token | prefix) [B, Tc] (and entropy [B, Tc] when asked), with grad unless under NoGradGuard;
+  /// log p(completion token | prefix) [B, Tc] (and entropy [B, Tc] when asked) on the model's device (the rollout
+  /// may be on the CPU, where the sampler returns it), with grad unless under NoGradGuard;
   /// with_sum_pi_squared adds Σ_v p_v² [B, Tc] (no gradient; the optimal token baseline's weights).
   /// The logit at position Tp + t − 1 predicts completion token t. Padded completion positions get finite values
   /// that the caller masks with rollout.completion_mask.
@@ -91,14 +92,14 @@ class Policy {
       if constexpr (ExposesHiddenStates<ModelType>) {
         auto hidden = hidden_states(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
         if (hidden.scalar_type() != head.scalar_type()) hidden = hidden.to(head.scalar_type());  // fp32_lm_head
-        out = linear_token_log_probs(hidden, head, completion_ids,
+        out = linear_token_log_probs(hidden, head, completion_ids.to(hidden.device()),
                                      {.temperature = options_.temperature,
                                       .chunk_rows = options_.chunk_rows,
                                       .with_entropy = with_entropy,
                                       .with_sum_pi_squared = with_sum_pi_squared});
       } else {
         auto logits = model_->forward(chunk_ids, chunk_mask).narrow(1, tp - 1, tc);
-        out = grpo::token_log_probs(logits, completion_ids,
+        out = grpo::token_log_probs(logits, completion_ids.to(logits.device()),
                                     {.temperature = options_.temperature, .with_entropy = with_entropy});
         if (with_sum_pi_squared) {
           torch::NoGradGuard no_grad;

@@ -101,10 +101,13 @@ class ProcessGroup {
 
   /// Blocks until every rank has reached it.
   void barrier();
-  /// In place: tensor = reduction over ranks of tensor. Contiguous tensor, same shape and dtype on every rank.
+  /// In place: tensor = reduction over ranks of tensor. Contiguous tensor, same shape and dtype on every rank, on
+  /// any device: one not on exchange_device() is exchanged through a copy there.
   void all_reduce_(torch::Tensor& tensor, ReduceOp op = ReduceOp::sum);
-  /// In place: tensor = root's tensor. Contiguous tensor, same shape and dtype on every rank.
+  /// In place: tensor = root's tensor. Contiguous tensor, same shape and dtype on every rank, on any device.
   void broadcast_(torch::Tensor& tensor, int root = 0);
+  /// Where the backend exchanges tensors: cuda:local_rank for NCCL, the CPU for Gloo (and for one process).
+  torch::Device exchange_device() const;
   /// The reduction over ranks of one number (computed in float64).
   double all_reduce(double value, ReduceOp op = ReduceOp::sum);
 

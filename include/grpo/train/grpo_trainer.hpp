@@ -184,7 +184,8 @@ struct StepBatch {
   torch::Tensor sampled_lengths, sampled_truncated;
   /// The log-prob pass, [rows, T] (float32; float64 for a float64 model), undefined unless needed: the rollout
   /// policy's log-probs before the update (μ > 1, rollout rejection, KL in the reward, the optimal token baseline),
-  /// the reference's (when there is one) and Σ_v π_v² of the rollout policy (the optimal token baseline).
+  /// the reference's (when there is one) and Σ_v π_v² of the rollout policy (the optimal token baseline). On the CPU
+  /// like the rollout, whatever the model's device.
   torch::Tensor old_log_probs, ref_log_probs, sum_pi_squared;
   /// KL in the reward: [rows, T] float64 per-token KL of old vs reference log-probs by the configured estimator (0 at
   /// masked positions); undefined without KL in the reward. Shapes the rewards (advantages) and is logged.
@@ -314,6 +315,9 @@ class GrpoTrainer {
                                                   const std::vector<std::size_t>& domains) const;
   /// The log-prob pass and ReMax's greedy baselines of the kept groups (collect_groups' last part).
   void add_log_probs(StepBatch& batch);
+  /// Whether collect_groups computes the rollout policy's log-probs (μ > 1, rollout rejection, KL in the reward, the
+  /// optimal token baseline): then finish_step reports the sampler's mismatch with them.
+  bool old_log_prob_pass() const;
   void add_greedy_baselines(StepBatch& batch);
 
   models::CausalLM model_;

@@ -9,9 +9,11 @@
 #include <grpo/core/error.hpp>
 #include <grpo/core/json_quote.hpp>
 #include <grpo/core/permutation.hpp>
+#include <grpo/train/compensated_adamw.hpp>
 #include <grpo/train/sft.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <support/model_testing.hpp>
 #include <support/tensor_testing.hpp>
 #include <support/tokenizer_testing.hpp>
@@ -401,47 +403,74 @@ TEST_CASE("sft packed rows: every example's hidden states equal those of the exa
   }
 }
 
-TEST_CASE("sft trainer: a bf16 model trains through fp32 master weights, and an optimizer over bf16 weights is refused",
-          "[sft][precision]") {
-  constexpr std::int64_t kVocab = 32;
-  const auto examples = random_examples(8, kVocab, 10, 5);
-  const auto batches = grpo::train::make_sft_batches(examples, {.batch_size = 4});
-  auto full = tiny_model(kVocab, 6);
+namespace {
+
+/// A tiny fp32 model, its bf16 copy, and the fp32 model's starting parameters.
+std::tuple<grpo::models::CausalLM, grpo::models::CausalLM, std::vector<torch::Tensor>> fp32_and_bf16_models(
+    std::int64_t vocab) {
+  auto full = tiny_model(vocab, 6);
   auto half = grpo::models::deep_copy(full);
   half->to(torch::kBFloat16);
   std::vector<torch::Tensor> start;
   for (const auto& p : full->parameters()) start.push_back(p.detach().clone());
+  return {full, half, start};
+}
 
-  // lr 1e-4 is far below bf16's spacing at these weights (about 1e-3 at |w| = 0.3): stepped in bf16 directly,
-  // most updates would round away.
-  grpo::train::SftTrainer fp32(full, torch::optim::AdamWOptions(1e-4), {.max_grad_norm = 0.0});
-  grpo::train::SftTrainer bf16(half, torch::optim::AdamWOptions(1e-4), {.max_grad_norm = 0.0});
-  REQUIRE(!fp32.master_weights().mixed());
-  REQUIRE(bf16.master_weights().mixed());
-  for (int step = 0; step < 5; ++step) {
-    fp32.step(batches);
-    bf16.step(batches);
-  }
-  const auto masters = bf16.master_weights().masters();
-  const auto params = half->parameters(), reference = full->parameters();
-  REQUIRE(masters.size() == params.size());
-  double moved = 0.0, apart = 0.0;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    REQUIRE(masters[i].scalar_type() == torch::kFloat32);
-    REQUIRE(params[i].scalar_type() == torch::kBFloat16);
-    REQUIRE(torch::equal(params[i], masters[i].to(torch::kBFloat16)));  // the parameters are the rounded masters
-    moved += (reference[i] - start[i]).pow(2).sum().item<double>();
-    apart += (masters[i] - reference[i]).pow(2).sum().item<double>();
-  }
-  INFO("fp32 run moved the weights by " << std::sqrt(moved) << "; bf16 masters end " << std::sqrt(apart)
-                                        << " from the fp32 weights");
-  CHECK(std::sqrt(apart) < 0.3 * std::sqrt(moved));
+}  // namespace
 
-  auto other = grpo::models::deep_copy(half);
+TEST_CASE("sft trainer: a bf16 model trains through fp32 master weights or compensated AdamW as fp32 does, and an "
+          "optimizer over bf16 weights is refused", "[sft][precision]") {
+  constexpr std::int64_t kVocab = 32;
+  const auto batches = grpo::train::make_sft_batches(random_examples(8, kVocab, 10, 5), {.batch_size = 4});
+  using grpo::train::OptimizerPrecision;
+  for (const auto precision : {OptimizerPrecision::fp32_master, OptimizerPrecision::compensated}) {
+    INFO(grpo::train::to_string(precision));
+    const auto [full, half, start] = fp32_and_bf16_models(kVocab);
+    // lr 1e-4 is far below bf16's spacing at these weights (about 1e-3 at |w| = 0.3): stepped in bf16 directly,
+    // most updates would round away.
+    grpo::train::SftTrainer fp32(full, torch::optim::AdamWOptions(1e-4), {.max_grad_norm = 0.0});
+    grpo::train::SftTrainer bf16(half, torch::optim::AdamWOptions(1e-4),
+                                 {.max_grad_norm = 0.0, .optimizer_precision = precision});
+    REQUIRE(!fp32.master_weights().mixed());
+    REQUIRE(bf16.master_weights().mixed() == (precision == OptimizerPrecision::fp32_master));
+    const auto* compensated = dynamic_cast<const grpo::train::CompensatedAdamW*>(&bf16.optimizer());
+    REQUIRE((compensated != nullptr) == (precision == OptimizerPrecision::compensated));
+    for (int step = 0; step < 5; ++step) {
+      fp32.step(batches);
+      bf16.step(batches);
+    }
+    // What the optimizer holds (the fp32 master, or weight + compensation) against the fp32 run, relative to how
+    // far the fp32 run moved.
+    const auto masters = bf16.master_weights().masters();
+    const auto params = half->parameters(), reference = full->parameters();
+    REQUIRE(masters.size() == params.size());
+    double moved = 0.0, apart = 0.0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      REQUIRE(params[i].scalar_type() == torch::kBFloat16);
+      REQUIRE(torch::equal(params[i], masters[i].to(torch::kBFloat16)));  // the parameters are the rounded masters
+      const auto held = compensated ? params[i].to(torch::kFloat32) +
+                                          compensated->parameter_states()[i].compensation.to(torch::kFloat32)
+                                    : masters[i];
+      moved += (reference[i] - start[i]).pow(2).sum().item<double>();
+      apart += (held - reference[i]).pow(2).sum().item<double>();
+    }
+    INFO("fp32 run moved the weights by " << std::sqrt(moved) << "; bf16 ends " << std::sqrt(apart)
+                                          << " from the fp32 weights");
+    CHECK(std::sqrt(apart) < 0.3 * std::sqrt(moved));
+  }
+
+  auto other = tiny_model(kVocab, 6);
+  other->to(torch::kBFloat16);
   torch::optim::AdamW direct(other->parameters(), torch::optim::AdamWOptions(1e-4));
   REQUIRE_THROWS_AS(grpo::train::SftTrainer(other, direct), grpo::ConfigError);
   REQUIRE_THROWS_WITH(grpo::train::SftTrainer(other, direct),
                       Catch::Contains("construct SftTrainer with torch::optim::AdamWOptions"));
+  // The precision belongs to the trainer that builds the optimizer.
+  auto full_precision = tiny_model(kVocab, 6);
+  torch::optim::AdamW given(full_precision->parameters(), torch::optim::AdamWOptions(1e-4));
+  REQUIRE_THROWS_WITH(
+      grpo::train::SftTrainer(full_precision, given, {.optimizer_precision = OptimizerPrecision::compensated}),
+      Catch::Contains("optimizer_precision compensated"));
 }
 
 TEST_CASE(

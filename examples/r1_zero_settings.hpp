@@ -566,8 +566,6 @@ inline RunConfig apply_config(CLI::App& app, const Flags& flags) {
   return run;
 }
 
-/// Fills in what depends on other settings: the task, the completion limit, the recipe's loss values, the reward
-/// weights. Throws ConfigError for combinations that cannot run.
 /// --device for this rank: cpu; cuda is cuda:LOCAL_RANK (one GPU per process); cuda:N only with one process (NCCL
 /// gives each rank the GPU of its local rank).
 inline torch::Device model_device(const Settings& s, const grpo::train::ProcessGroup& group) {
@@ -653,6 +651,8 @@ inline void prepare_model(grpo::models::CausalLM& model, const Settings& s, cons
                                     (s.gradient_checkpointing == "auto" && parameters >= kCheckpointingFrom));
 }
 
+/// Fills in what depends on other settings: the task, the completion limit, the recipe's loss values, the reward
+/// weights. Throws ConfigError for combinations that cannot run.
 inline void resolve(Settings& s, RunConfig& run) {
   check_model_flags(s);
   if (!s.model_dir.empty()) s.task = "data";

@@ -205,7 +205,7 @@ TEST_CASE("CompensatedAdamW: save and load continue bit-exactly, and a mismatche
   REQUIRE_THROWS_WITH(mismatched.load(third), Catch::Contains("[5, 9]") && Catch::Contains("[9, 5]"));
 }
 
-TEST_CASE("clip_and_step: bf16 gradients' norm in fp32; fp32 gradients as torch's clip_grad_norm_",
+TEST_CASE("clip_and_step computes bf16 gradients' norm in fp32 and clips fp32 gradients as torch's clip_grad_norm_",
           "[train][precision]") {
   torch::manual_seed(6);
   const auto a = torch::randn({300, 7}), b = torch::randn({11});

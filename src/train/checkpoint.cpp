@@ -213,7 +213,7 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalL
     const fs::path path = checkpoint / kMasterWeightsFile;
     GRPO_CHECK(fs::is_regular_file(path),
                "checkpoint {} has no {} but the model trains in half precision with fp32 master weights (it was "
-               "saved by a full-precision run)",
+               "saved by a full-precision run, or with optimizer_precision compensated)",
                checkpoint.string(), kMasterWeightsFile);
     master_weights->load_state(io::SafetensorsFile(path).tensors(), path.string());
   }
@@ -229,7 +229,13 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalL
     torch::serialize::InputArchive archive;
     // The optimizer's state onto the model's device (rank 0 saved it from its own).
     archive.load_from((checkpoint / "optimizer.pt").string(), model->lm_head_weight().device());
-    optimizer.load(archive);
+    try {
+      optimizer.load(archive);
+    } catch (const c10::Error& e) {  // another optimizer's state: AdamW's where CompensatedAdamW's is read, or back
+      throw Error(fmt::format("checkpoint {}: optimizer.pt holds another optimizer's state than this run's (was it "
+                              "saved with another optimizer_precision?): {}",
+                              checkpoint.string(), e.what_without_backtrace()));
+    }
   }
   {
     torch::serialize::InputArchive archive;

@@ -210,6 +210,14 @@ TEST_CASE("GrpoTrainer: a bf16 model trains through fp32 master weights or compe
       CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
     }
     CHECK(same_parameters(resumed.model, straight.model));
+    // A run with the other optimizer precision cannot take this checkpoint's optimizer state: the error says so.
+    if (variant.dtype == torch::kBFloat16 && !variant.lora) {
+      const auto other = variant.precision == train::OptimizerPrecision::compensated
+                             ? train::OptimizerPrecision::fp32_master
+                             : train::OptimizerPrecision::compensated;
+      CopyRun switched(std::nullopt, variant.dtype, false, other);
+      CHECK_THROWS_WITH(switched.trainer->restore(checkpoints), Catch::Contains("optimizer_precision"));
+    }
     // A resumed run without the fp32 masters would round them from bf16: the checkpoint is required to have them.
     if (masters) {
       fs::remove(file / "master_weights.safetensors");

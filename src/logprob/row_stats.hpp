@@ -4,6 +4,7 @@
 // formulas as LibTorch operations over chunks of rows (any device).
 #pragma once
 
+#include "../core/parallel_ranges.hpp"
 #include "row_kernels.hpp"
 
 #include <grpo/core/error.hpp>
@@ -12,7 +13,6 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <functional>
 
 namespace grpo::detail {
 
@@ -44,14 +44,6 @@ inline constexpr int64_t kLogitChunkBytes = int64_t{128} << 20;
 
 /// Rows per task: about 32 K logits.
 int64_t row_grain(int64_t vocab);
-
-/// fn(begin, end) over [0, n) split into at most at::get_num_threads() contiguous ranges of at least `grain`, the
-/// first on the calling thread, the others on std::threads. Why not at::parallel_for: in LibTorch 1.13 it is an
-/// inline template that only runs in parallel when the calling translation unit is compiled with -fopenmp (it
-/// expands to `#pragma omp parallel`), which this library is not (and should not force on its users); without it
-/// every call silently runs on one thread. Thread start-up (~20 µs) is negligible against the ≥ 32 K-element tasks
-/// this is used for. fn must not throw.
-void parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 /// Per-row results of the forward kernel, [B·T] in the compute dtype; entropy undefined unless requested.
 struct RowStats {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "few_queries_attention.hpp"
+
 #include <grpo/core/error.hpp>
 #include <grpo/core/tensor_checks.hpp>
 #include <grpo/models/attention.hpp>
@@ -190,7 +192,10 @@ torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k, 
   check_arguments(q, k, v, segments, "blocked_attention");
   const bool differentiable =
       torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  if (!differentiable) return blocked_forward(q, k, v, segments, block_rows).out;
+  if (!differentiable) {
+    if (detail::use_few_queries_attention(q, k, v)) return detail::few_queries_attention(q, k, v, segments);
+    return blocked_forward(q, k, v, segments, block_rows).out;
+  }
   return BlockedAttentionFunction::apply(q, k, v, segments, block_rows)[0];
 }
 

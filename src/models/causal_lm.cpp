@@ -5,7 +5,7 @@
 #include <grpo/io/safetensors.hpp>
 #include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
-
+#include <grpo/models/project.hpp>
 
 #include <cmath>
 #include <set>
@@ -13,32 +13,10 @@
 namespace grpo::models {
 namespace {
 
-
 /// rotate_half(x) = cat(−x[..., D/2:], x[..., :D/2]) (the Hugging Face / GPT-NeoX rotary layout).
 torch::Tensor rotate_half(const torch::Tensor& x) {
   auto halves = x.chunk(2, -1);
   return torch::cat({-halves[1], halves[0]}, -1);
-}
-
-
-/// x W^T (+ b) over the last dimension: x [..., in], weight [out, in], bias [out] or undefined → [..., out].
-/// A single row (decoding one sequence) goes through addmv / mv and more rows through mm with the bias added after:
-/// with LibTorch 1.13 on OpenBLAS, sgemm packs the whole weight matrix on every call, which at one row costs about
-/// 3× a matrix-vector product (2.2× for lm_head), and addmm's broadcast bias (an OpenMP copy just before
-/// OpenBLAS's own threads start) made a 16-row product up to 3× slower on 2 cores. Same values up to the order of
-/// the sums.
-torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {}) {
-  const int64_t in = weight.size(1);
-  const int64_t rows = in == 0 ? 0 : x.numel() / in;
-  auto sizes = x.sizes().vec();
-  sizes.back() = weight.size(0);
-  if (rows == 1) {
-    const auto v = x.reshape({in});
-    return (bias.defined() ? torch::addmv(bias, weight, v) : torch::mv(weight, v)).view(sizes);
-  }
-  auto y = torch::mm(x.reshape({rows, in}), weight.t());
-  if (bias.defined()) y = y + bias;
-  return y.view(sizes);
 }
 
 /// Activation checkpointing of one decoder layer (DecoderImpl::forward): forward runs the layer without recording

@@ -2,9 +2,11 @@
 #include <grpo/core/error.hpp>
 #include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/models/cpu_kernels.hpp>
 #include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
+#include <support/kernel_path_testing.hpp>
 #include <support/tensor_testing.hpp>
 
 #include <cmath>
@@ -167,6 +169,40 @@ TEST_CASE("blocked_attention in bf16 stays within bf16 rounding of the fp64 resu
     REQUIRE(actual[i].scalar_type() == torch::kBFloat16);
     GRPO_REQUIRE_CLOSE(actual[i].to(torch::kFloat64), expected[i], 3e-2, 3e-2);
   }
+}
+
+TEST_CASE("blocked_attention without gradient (the few-queries CPU kernel when decoding) equals the fp64 definition "
+          "on both kernel paths, in fp32 and bf16",
+          "[models][attention]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
+  if (!grpo::models::avx512_bf16_kernels_available()) WARN("no AVX-512 here: both paths run LibTorch's composition");
+  auto all = cases();
+  all.push_back({"7 query heads per key/value head, one query", 14, 2, 1, 10, all[0].segments});
+  for (const auto& c : all) {
+    for (int64_t dim : {5, 16, 40, 64}) {
+      for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+        INFO(c.name << ", D " << dim << ", " << c10::toString(dtype));
+        const auto in = random_inputs(c, dim, dtype, 6);
+        torch::NoGradGuard no_grad;
+        const auto out = blocked_attention(in.q, in.k, in.v, c.segments);
+        REQUIRE(out.scalar_type() == dtype);
+        const auto expected = loop_attention(in.q.to(torch::kFloat64), in.k.to(torch::kFloat64),
+                                             in.v.to(torch::kFloat64), c.segments);
+        const double tol = dtype == torch::kFloat32 ? 2e-6 : 2e-2;
+        GRPO_REQUIRE_CLOSE(out.to(torch::kFloat64), expected, tol, tol);
+      }
+    }
+  }
+  // Huge scores and a row of padding only: finite, and a padding query sees only itself.
+  Case c{"all padding and huge scores", 2, 1, 1, 6, torch::tensor({{0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1}})};
+  auto in = random_inputs(c, 4, torch::kFloat32, 7);
+  torch::NoGradGuard no_grad;
+  const auto out = blocked_attention(in.q * 1e4, in.k, in.v, c.segments);
+  REQUIRE(torch::isfinite(out).all().item<bool>());
+  Case first{"the first position alone", 2, 1, 1, 1, torch::tensor({{0}, {1}})};
+  in = random_inputs(first, 4, torch::kFloat32, 8);
+  GRPO_REQUIRE_CLOSE(blocked_attention(in.q * 1e4, in.k, in.v, first.segments).select(1, 0),
+                     in.v.select(1, 0), 1e-6, 1e-6);
 }
 
 TEST_CASE("blocked_attention stays finite for all-padding rows and huge scores", "[models][attention]") {

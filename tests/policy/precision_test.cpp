@@ -4,6 +4,7 @@
 #include <support/model_testing.hpp>
 
 #include <catch2/catch.hpp>
+#include <support/kernel_path_testing.hpp>
 #include <support/tensor_testing.hpp>
 
 using grpo::models::CausalLM;
@@ -75,4 +76,32 @@ TEST_CASE("fp32_lm_head removes the logits' bf16 rounding from the log-probs", "
   CHECK(bf16_error > 1e-3);
   CHECK(head_error < 1e-4);
   CHECK(head_error < bf16_error / 50);
+}
+
+// Decoding runs other kernels than the trainer's full forward: a few rows per product (the few-rows bf16 kernel) and
+// one query per sequence (the few-queries attention). Its log-probs (of every token of the vocabulary) must be about as
+// close to the fp32 model's as the full forward's are, on both kernel paths.
+TEST_CASE("bf16 KV-cache decoding is as close to the fp32 model as the bf16 full forward, on both kernel paths",
+          "[policy][precision]") {
+  GRPO_FOR_EACH_KERNEL_PATH();
+  torch::NoGradGuard no_grad;
+  const auto r = rollout();
+  const auto ids = r.input_ids(), mask = r.attention_mask();
+  auto same_weights = model_of(torch::kBFloat16, 0.15);
+  same_weights->to(torch::kFloat32);
+  const auto exact = torch::log_softmax(same_weights->forward(ids, mask), -1);
+  auto model = model_of(torch::kBFloat16, 0.15);
+  const int64_t prompt = r.prompt_length(), total = ids.size(1);
+  grpo::models::KvCache cache;
+  std::vector<torch::Tensor> steps{model->forward_step(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), cache)};
+  for (int64_t t = prompt; t < total; ++t) {
+    steps.push_back(model->forward_step(ids.narrow(1, t, 1), mask.narrow(1, 0, t + 1), cache));
+  }
+  const auto decoded = torch::log_softmax(torch::cat(steps, 1).to(torch::kFloat32), -1);
+  const auto full = torch::log_softmax(model->forward(ids, mask).to(torch::kFloat32), -1);
+  const auto decoding_error = (decoded - exact).abs().narrow(1, prompt, total - prompt);
+  const auto forward_error = (full - exact).abs().narrow(1, prompt, total - prompt);
+  CHECK(decoding_error.mean().item<double>() < 0.04);
+  CHECK(decoding_error.mean().item<double>() < 1.5 * forward_error.mean().item<double>());
+  CHECK(decoding_error.max().item<double>() < 1.5 * forward_error.max().item<double>());
 }

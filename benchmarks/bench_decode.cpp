@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// Decoding speed of the reference model at Qwen2.5-0.5B's shape (random weights, fp32) with the KV cache, batch 1
-// and 16, beside the memory-bandwidth bound: every decode step reads all weights once, so
+// Decoding speed of the reference model at Qwen2.5-0.5B's shape (random weights) with the KV cache, batch 1, 8 and
+// 16, beside the memory-bandwidth bound: every decode step reads all weights once, so
 // tokens/s ≤ batch · bandwidth / weight bytes, with the bandwidth measured in the same run (a sum over 1 GiB).
-//   decode/B        Sampler::generate of 16 tokens after a 32-token prompt, prefill and sampling included
-//   decode_steps/B  the 16 single-token forward_step calls alone (prompt prefilled untimed)
+//   decode/B              Sampler::generate of 16 tokens after a 32-token prompt, prefill and sampling included (fp32)
+//   decode_steps/B        the 16 single-token forward_step calls alone (prompt prefilled untimed), fp32
+//   decode_steps_bf16/B   the same in bf16: the few-rows projection and few-queries attention kernels
+//                         (models/cpu_kernels.hpp) where the CPU has AVX512-BF16
+//   decode_steps_bf16_libtorch/B  the same bf16 steps on LibTorch's operators (the generic kernel path forced):
+//                         the plain baseline of the kernels, in the same run
+#include <grpo/logprob/kernel_path.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/policy/sampler.hpp>
 
@@ -26,9 +31,19 @@ grpo::models::CausalLM& model() {
   return instance;
 }
 
-double weight_bytes() {
+/// model() in bf16 (a copy).
+grpo::models::CausalLM& bf16_model() {
+  static grpo::models::CausalLM instance = [] {
+    auto m = grpo::models::deep_copy(model());
+    m->to(torch::kBFloat16);
+    return m;
+  }();
+  return instance;
+}
+
+double weight_bytes(const grpo::models::CausalLM& m) {
   double bytes = 0;
-  for (const auto& p : model()->parameters()) bytes += static_cast<double>(p.numel() * p.element_size());
+  for (const auto& p : m->parameters()) bytes += static_cast<double>(p.numel() * p.element_size());
   return bytes;
 }
 
@@ -62,17 +77,17 @@ void decode(benchmark::State& state) {
   }
   const double tokens = static_cast<double>(batch * new_tokens);
   state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bound_tokens/s"] = static_cast<double>(batch) * measured_bandwidth() / weight_bytes();
-  state.counters["weights_GB"] = weight_bytes() / 1e9;
+  state.counters["bound_tokens/s"] = static_cast<double>(batch) * measured_bandwidth() / weight_bytes(m);
+  state.counters["weights_GB"] = weight_bytes(m) / 1e9;
   state.counters["bandwidth_GB/s"] = measured_bandwidth() / 1e9;
 }
 
 /// Steady-state decoding alone: the 32-token prompt is prefilled untimed, then 16 single-token forward_step calls
 /// (no sampling) are timed. This is the figure the bandwidth bound is about: `decode` above includes the prefill,
 /// whose 32·B tokens (and their lm_head rows: 0.5 GFLOP per token) make batch 16 compute-bound.
-void decode_steps(benchmark::State& state) {
+void run_decode_steps(benchmark::State& state, grpo::models::CausalLM& m, grpo::KernelPath path) {
+  const grpo::ForceKernelPath force(path);
   const int64_t batch = state.range(0), prompt = 32, new_tokens = 16;
-  auto& m = model();
   torch::NoGradGuard no_grad;
   const auto ids = torch::full({batch, prompt + new_tokens}, 9707, torch::kInt64);
   const auto mask = torch::ones({batch, prompt + new_tokens}, torch::kInt64);
@@ -82,19 +97,27 @@ void decode_steps(benchmark::State& state) {
     m->forward_step(ids.narrow(1, 0, prompt), mask.narrow(1, 0, prompt), cache);
     state.ResumeTiming();
     for (int64_t t = prompt; t < prompt + new_tokens; ++t) {
-      auto logits = m->forward_step(ids.narrow(1, t, 1), mask.narrow(1, 0, t + 1), cache);
+      auto logits = m->forward_step_last(ids.narrow(1, t, 1), mask.narrow(1, 0, t + 1), cache);
       benchmark::DoNotOptimize(logits.data_ptr());
     }
   }
   const double tokens = static_cast<double>(batch * new_tokens);
   state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bound_tokens/s"] = static_cast<double>(batch) * measured_bandwidth() / weight_bytes();
+  state.counters["bound_tokens/s"] = static_cast<double>(batch) * measured_bandwidth() / weight_bytes(m);
   state.counters["bandwidth_GB/s"] = measured_bandwidth() / 1e9;
+}
+
+void decode_steps(benchmark::State& state) { run_decode_steps(state, model(), grpo::KernelPath::automatic); }
+void decode_steps_bf16(benchmark::State& state) { run_decode_steps(state, bf16_model(), grpo::KernelPath::automatic); }
+void decode_steps_bf16_libtorch(benchmark::State& state) {
+  run_decode_steps(state, bf16_model(), grpo::KernelPath::generic);
 }
 
 }  // namespace
 
 BENCHMARK(decode)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
-BENCHMARK(decode_steps)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(decode_steps)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(decode_steps_bf16)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(decode_steps_bf16_libtorch)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
 int main(int argc, char** argv) { return grpo::bench::run_benchmarks(argc, argv); }

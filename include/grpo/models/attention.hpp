@@ -38,7 +38,9 @@ torch::Tensor attention_segments(const torch::Tensor& attention_mask);
 /// softmax(q·kᵀ/√D + mask)·v, blocked over queries, differentiable in q, k and v with a blocked backward.
 /// q [B, Hq, T, D]; k, v [B, Hkv, S, D] (S ≥ T) of q's dtype and device; segments [B, S] int64 (see above).
 /// block_rows: queries per block (0 picks blocks of about 4 Mi scores). Returns [B, Hq, T, D] in q's dtype.
-/// Throws grpo::Error naming the shapes when they do not fit together.
+/// Throws grpo::Error naming the shapes when they do not fit together. Without gradient, on the CPU, in bf16 or fp32
+/// and with at most 16 new queries (decoding), an AVX-512 kernel computes the same (cpu_kernels.hpp,
+/// docs/kernels.md §4); ForceKernelPath(KernelPath::generic) keeps the LibTorch composition.
 torch::Tensor blocked_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& segments, int64_t block_rows = 0);
 

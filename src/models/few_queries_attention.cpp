@@ -7,10 +7,12 @@
 // queries forms its 16 scores with 16 accumulators and one transposing sum (lane_sums). The softmax runs over each
 // row of scores with the vectorised exp of the log-prob kernels (≈ 2 ulp); the values are then read once, each row
 // adding p·v into the G fp32 output rows.
+//
 // GCC 12 inlines its AVX-512 intrinsics with deliberately undefined register halves (_mm512_undefined_*) and then
 // warns about them at their definition in its own headers: not this code's.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include "few_queries_attention.hpp"
 
 #include "../core/parallel_ranges.hpp"

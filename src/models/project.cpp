@@ -2,16 +2,20 @@
 // The models' linear projection and its few-rows bf16 CPU kernel (project.hpp).
 //
 // The kernel: y[r, c] = Σ_k x[r, k] · w[c, k] for r < R ≤ kFewRows rows, x and w bf16, sums in fp32. Output columns
-// go in blocks of 4 (one weight row each); a block's 4 weight rows are read from memory once and multiplied into the
-// rows of x in tiles of up to 4 (16 independent fp32 accumulators of 16 lanes, 32 values of k per step): the
-// second and later row tiles find the block's weights in L1/L2 and x stays in cache throughout. vdpbf16ps
-// multiplies 32 bf16 pairs exactly (a bf16 product fits in fp32) and adds them to 16 fp32 lanes, so the only
-// roundings are fp32 additions and the final rounding to bf16 (nearest even). Blocks are split over LibTorch's
-// threads (detail::parallel_ranges).
+// go in blocks of 4 weight rows. A block is read from memory once (prefetched kPrefetchBytes ahead) and multiplied
+// into the rows of x: all of them at once in tiles of 8 rows × 2 columns when there are more than 4 rows (so the
+// weights' stream from memory overlaps the arithmetic), else 4 × 4; each tile keeps 16 fp32 accumulators of 16 lanes
+// and takes 32 values of k per step. vdpbf16ps adds the products of 32 bf16 pairs (exact in fp32) into 16 fp32 lanes,
+// with fp32 rounding and, as the instruction defines, subnormal inputs and results flushed to zero: the only other
+// rounding is the final one to bf16 (nearest even, after the bias is added in fp32). The 16 accumulators' lanes are
+// summed at once by a transposing tree (avx512_kernels.hpp). Blocks are split over the threads
+// (detail::parallel_ranges).
+//
 // GCC 12 inlines its AVX-512 intrinsics with deliberately undefined register halves (_mm512_undefined_*) and then
 // warns about them at their definition in its own headers: not this code's.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include "../core/parallel_ranges.hpp"
 #include "avx512_kernels.hpp"
 
@@ -24,7 +28,6 @@
 
 #include <algorithm>
 #include <cstdint>
-
 
 namespace grpo::models {
 namespace {
@@ -123,8 +126,6 @@ void run_few_rows(const FewRowsProduct& p) {
   });
 }
 
-#endif  // GRPO_AVX512_KERNELS
-
 bool needs_grad(const torch::Tensor& t) { return t.defined() && t.requires_grad(); }
 
 /// Whether project takes the few-rows bf16 kernel for these operands (project.hpp lists the conditions).
@@ -137,6 +138,8 @@ bool use_few_rows_kernel(const torch::Tensor& x, const torch::Tensor& weight, co
   if (!avx512_bf16_kernels_available()) return false;
   return resolve_kernel_path(x, "the input", "a linear projection") == KernelPath::cpu;
 }
+
+#endif  // GRPO_AVX512_KERNELS
 
 }  // namespace
 

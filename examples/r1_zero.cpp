@@ -255,6 +255,7 @@ int main(int argc, char** argv) try {
   // The policy and the prompts.
   std::unique_ptr<grpo::train::PromptSource> source;
   grpo::models::CausalLM model{nullptr};
+  const auto device = r1_zero::model_device(s, group);
   if (tiny) {
     auto task = std::make_unique<TinyTask>(s.seed, s.held_out);
     model = tiny_model(s.seed);
@@ -262,11 +263,11 @@ int main(int argc, char** argv) try {
     warm_up(model, *task, s.seed, 150);
     source = std::move(task);
   } else {
-    model = grpo::models::from_pretrained(s.model_dir, r1_zero::model_dtype(s.dtype), r1_zero::model_device(s, group));
+    model = grpo::models::from_pretrained(s.model_dir, r1_zero::model_dtype(s.dtype), device);
     auto tokenizer = grpo::text::Tokenizer::from_pretrained(s.model_dir);
     source = data_source(s, run, std::move(tokenizer), model->config().eos_token_ids);
   }
-  r1_zero::prepare_model(model, s, r1_zero::model_device(s, group));  // the tiny task warms up on the CPU
+  r1_zero::prepare_model(model, s, device);  // the tiny task warms up on the CPU
   grpo::train::StepScorer scorer = make_scorer(s, run);
   const grpo::train::GrpoTrainerOptions options = r1_zero::trainer_options(s, run);
   grpo::train::GrpoTrainer trainer(model, *source, scorer, group, options);

@@ -3,6 +3,7 @@
 #include <grpo/core/seeded_generator.hpp>
 #include <grpo/core/tensor_checks.hpp>
 #include <grpo/train/compensated_adamw.hpp>
+#include <grpo/train/optimizer_step.hpp>
 
 #include <cmath>
 #include <string>
@@ -11,8 +12,6 @@
 
 namespace grpo::train {
 namespace {
-
-constexpr std::int64_t kChunk = std::int64_t{1} << 22;  // elements per chunk of a parameter's update
 
 const torch::optim::AdamWOptions& adamw_options(const torch::optim::OptimizerParamGroup& group) {
   const auto* options = dynamic_cast<const torch::optim::AdamWOptions*>(&group.options());
@@ -118,8 +117,8 @@ void CompensatedAdamW::step_parameter(torch::Tensor& parameter, ParameterState& 
     generator = seeded_generator(parameter.device(), mix.next());
   }
   const std::int64_t n = weight.numel();
-  for (std::int64_t start = 0; start < n; start += kChunk) {
-    const std::int64_t length = std::min(kChunk, n - start);
+  for (std::int64_t start = 0; start < n; start += kFp32ChunkElements) {
+    const std::int64_t length = std::min(kFp32ChunkElements, n - start);
     auto w = weight.narrow(0, start, length);
     auto m_stored = exp_avg.narrow(0, start, length), v_stored = exp_avg_sq.narrow(0, start, length);
     const auto g = flat_grad.narrow(0, start, length).to(compute);

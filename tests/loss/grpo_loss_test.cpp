@@ -485,3 +485,18 @@ TEST_CASE("GrpoLoss: per-token advantages equal to a broadcast [B] give the same
   REQUIRE(loss_value(loss, per_token, n) == Approx(loss_value(loss, per_sequence, n)).epsilon(1e-14));
   GRPO_REQUIRE_CLOSE(autograd_grad(f(per_token), b.lp), autograd_grad(f(per_sequence), b.lp), 1e-12, 1e-15);
 }
+
+TEST_CASE("GrpoLoss's generic composition names an input on another device than log_probs", "[loss][errors]") {
+  GrpoLossOptions o;
+  o.implementation = grpo::LossImplementation::generic;
+  const auto meta = torch::Device(torch::kMeta);  // any device but the CPU
+  LossInputs in{.log_probs = torch::zeros({2, 3}), .advantages = torch::zeros({2}), .mask = torch::ones({2, 3})};
+  in.advantages = in.advantages.to(meta);
+  REQUIRE_THROWS_WITH(GrpoLoss(o)(in, Normaliser::tokens(6)),
+                      Catch::Contains("GrpoLoss: advantages is on meta but log_probs is on cpu (put every input on "
+                                      "one device)"));
+  in.advantages = torch::zeros({2});
+  in.old_log_probs = torch::zeros({2, 3}).to(meta);
+  REQUIRE_THROWS_WITH(GrpoLoss(o)(in, Normaliser::tokens(6)),
+                      Catch::Contains("old_log_probs is on meta but log_probs is on cpu"));
+}

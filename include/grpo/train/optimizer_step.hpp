@@ -10,16 +10,19 @@
 
 namespace grpo::train {
 
+/// Elements per chunk when optimizer work on half-precision tensors needs fp32 temporaries (gradient_norm, and
+/// CompensatedAdamW's update): 16 MB per fp32 temporary, where a whole embedding's would be 0.5 GB.
+inline constexpr std::int64_t kFp32ChunkElements = std::int64_t{1} << 22;
+
 /// The L2 norm of one gradient as a 0-dim tensor: in its dtype when fp32/fp64 (as torch's clip_grad_norm_), in fp32
-/// for bf16/fp16, over chunks of 2²² elements (the fp32 copy of an embedding's gradient would be 0.5 GB).
+/// for bf16/fp16, over chunks of kFp32ChunkElements.
 inline torch::Tensor gradient_norm(const torch::Tensor& grad) {
-  constexpr std::int64_t kChunk = std::int64_t{1} << 22;
   const auto dtype = c10::promoteTypes(grad.scalar_type(), torch::kFloat32);
   if (dtype == grad.scalar_type()) return grad.norm(2);
   const auto flat = grad.reshape(-1);
   std::vector<torch::Tensor> parts;
-  for (std::int64_t start = 0; start < flat.numel(); start += kChunk) {
-    parts.push_back(flat.narrow(0, start, std::min(kChunk, flat.numel() - start)).to(dtype).norm(2));
+  for (std::int64_t start = 0; start < flat.numel(); start += kFp32ChunkElements) {
+    parts.push_back(flat.narrow(0, start, std::min(kFp32ChunkElements, flat.numel() - start)).to(dtype).norm(2));
   }
   return parts.size() == 1 ? parts.front() : torch::stack(parts).norm(2);
 }

@@ -79,12 +79,7 @@ class WorkerPool {
     }
     wake_.notify_all();
     run_task(fn, 0, n, chunk);
-    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-    while (pending_.load(std::memory_order_acquire) != 0 && std::chrono::steady_clock::now() < spin_until) relax();
-    if (pending_.load(std::memory_order_acquire) != 0) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
-    }
+    await([this] { return pending_.load(std::memory_order_acquire) == 0; }, done_);
     return true;
   }
 
@@ -93,17 +88,20 @@ class WorkerPool {
   /// OpenMP threads want between the kernels; 20–200 µs measured alike for decoding).
   static constexpr std::chrono::microseconds kSpin{50};
 
+  /// Returns once done() holds: spins for up to kSpin, then sleeps on `cv` (notified under mutex_).
+  template <typename Done>
+  void await(const Done& done, std::condition_variable& cv) {
+    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+    while (!done() && std::chrono::steady_clock::now() < spin_until) relax();
+    if (done()) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv.wait(lock, done);
+  }
+
   void work(int index) {
     uint64_t seen = 0;
     for (;;) {
-      const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-      while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < spin_until) {
-        relax();
-      }
-      if (generation_.load(std::memory_order_acquire) == seen) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      }
+      await([&] { return generation_.load(std::memory_order_acquire) != seen; }, wake_);
       seen = generation_.load(std::memory_order_acquire);
       if (stop_) return;
       if (index + 1 < tasks_) run_task(*fn_, index + 1, n_, chunk_);

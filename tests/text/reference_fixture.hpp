@@ -184,17 +184,12 @@ inline std::filesystem::path fixture_path(std::string_view file) {
   return std::filesystem::path(GRPO_TEXT_FIXTURE_DIR) / file;
 }
 
-/// Directory holding `name`/tokenizer.json (as tools/tokenizer-reference/fetch.sh lays it out): under
-/// $GRPO_TOKENIZER_DIR, else $HOME/.cache/grpo/tokenizers. nullopt when absent: the test then skips (GRPO_SKIP(missing_tokenizer(name))).
+/// Directory holding `name`/tokenizer.json and tokenizer_config.json: under $GRPO_TOKENIZER_DIR when it is set, else
+/// under GRPO_REFERENCE_TOKENIZER_DIR, where the build unpacks tests/data/tokenizers (cmake/ReferenceTokenizers.cmake).
+/// nullopt when absent: the test then skips (GRPO_SKIP(missing_tokenizer(name))).
 inline std::optional<std::filesystem::path> find_tokenizer_dir(std::string_view name) {
-  std::filesystem::path root;
-  if (const char* dir = std::getenv("GRPO_TOKENIZER_DIR"); dir && *dir) {
-    root = dir;
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    root = std::filesystem::path(home) / ".cache" / "grpo" / "tokenizers";
-  } else {
-    return std::nullopt;
-  }
+  std::filesystem::path root = GRPO_REFERENCE_TOKENIZER_DIR;
+  if (const char* dir = std::getenv("GRPO_TOKENIZER_DIR"); dir && *dir) root = dir;
   const auto dir = root / name;
   if (!std::filesystem::exists(dir / "tokenizer.json")) return std::nullopt;
   return dir;
@@ -203,8 +198,10 @@ inline std::optional<std::filesystem::path> find_tokenizer_dir(std::string_view 
 /// Why a test needing the reference tokenizer `name` is skipped (for GRPO_SKIP).
 inline std::string missing_tokenizer(std::string_view name) {
   const std::string n(name);
-  return "the reference tokenizer " + n + " is not installed: no " + n +
-         "/tokenizer.json under $GRPO_TOKENIZER_DIR or ~/.cache/grpo/tokenizers (scripts/install-deps.sh fetches it)";
+  const char* dir = std::getenv("GRPO_TOKENIZER_DIR");
+  const std::string root = dir && *dir ? std::string(dir) + " ($GRPO_TOKENIZER_DIR)" : GRPO_REFERENCE_TOKENIZER_DIR;
+  return "the reference tokenizer " + n + " is not installed: no " + n + "/tokenizer.json under " + root +
+         " (the build unpacks tests/data/tokenizers there)";
 }
 
 /// The real tokenizer `name` (see find_tokenizer_dir) with its tokenizer_config.json, loaded once per test run: reading

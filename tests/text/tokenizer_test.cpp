@@ -339,13 +339,8 @@ namespace {
 /// The parity corpus: tests/text/data/corpus.jsonl (3,348 texts in 48 categories, written by
 /// tools/tokenizer-reference/corpus.mjs from files of a Debian machine, the shared math datasets and generated
 /// Unicode edge cases) and
-/// corpus_ids_<name>.txt, the ids Hugging Face's Rust tokenizer (tokenizers 0.22 via @anush008/tokenizers 0.6.0)
-/// gives, written by tools/tokenizer-reference/corpus-ids.mjs. Regenerate the ids (after changing the corpus or
-/// the pinned tokenizers) with
-///   cd tools/tokenizer-reference && npm install && ./fetch.sh
-///   for t in qwen3 llama3 gpt2; do
-///     node corpus-ids.mjs ~/.cache/grpo/tokenizers/$t < ../../tests/text/data/corpus.jsonl \
-///       > ../../tests/text/data/corpus_ids_$t.txt; done
+/// corpus_ids_<name>.txt, the ids Hugging Face's Rust tokenizer gives, written by
+/// tools/tokenizer-reference/corpus_ids.py (PyPI's tokenizers; docs/tokenizer.md has the commands to regenerate).
 /// Every text: encode(text) == Hugging Face's ids, and decode(encode(text, add_special_tokens = false)) == text
 /// (or, where Qwen's NFC normalizer changes the text, == Hugging Face's decode of its ids). No text is excepted:
 /// the letters and numbers newer than PCRE2's Unicode 14 tables (category unicode_new) are handled in

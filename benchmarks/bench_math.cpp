@@ -9,6 +9,9 @@
 //                checks) and as open-r1 does (open_r1_accuracy(): Math-Verify's extraction over the whole text).
 //                Target: ≥ 30k checks/s on one core. Also open-r1's with the gold parsed once per row (parse_answer
 //                + verify_parsed).
+//   equivalence  the 234 hand-written hard pairs of equivalence_cases.jsonl (solution sets, radicals, fractions,
+//                units, products and logarithms, rearranged equations, tuples, "or" relations, real sets, repeating
+//                decimals; equal and not-equal), graded as the accuracy reward grades. Target: ≥ 35k checks/s.
 // Counters: checks/s; equal, the fraction of checks returning Verdict::equal (≈ 0.5 expected for math500); agree,
 // the fraction matching the expected label (the conformance row's, or correct/perturbed for math500). Skips with
 // an error when tests/data is absent.
@@ -158,6 +161,23 @@ std::vector<Check> load_math500(const std::filesystem::path& path, const gm::Ver
 // One check is verify(gold, pred) end to end. With reuse_gold, consecutive checks sharing a gold string form a
 // group (as a GRPO group shares its prompt's answer): the gold is extracted and parsed once per group with
 // parse_answer, and each completion goes through parse_answer + verify_parsed.
+// The hand-written hard pairs, graded with the default options (the prediction is an <answer> tag).
+std::vector<Check> load_equivalence(const std::filesystem::path& path) {
+  simdjson::ondemand::parser parser;
+  const simdjson::padded_string json = simdjson::padded_string::load(path.string());
+  std::vector<Check> checks;
+  simdjson::ondemand::document_stream docs = parser.iterate_many(json);
+  for (auto doc : docs) {
+    simdjson::ondemand::object row = doc.get_object();
+    Check c;
+    c.gold = string_or_empty(row["gold"]);
+    c.pred = string_or_empty(row["pred"]);
+    c.expected = row["expected"].get_bool();
+    checks.push_back(std::move(c));
+  }
+  return checks;
+}
+
 void run(benchmark::State& state, const std::vector<Check>& checks, const std::string& source, bool reuse_gold) {
   if (checks.empty()) {
     state.SkipWithError(("no data: " + source + " not found (tests/data is missing)").c_str());
@@ -207,6 +227,9 @@ int main(int argc, char** argv) {
       have_math500 ? load_math500(math500_path, gm::VerifyOptions{}) : std::vector<Check>{};
   const std::vector<Check> math500 =
       have_math500 ? load_math500(math500_path, gm::open_r1_accuracy()) : std::vector<Check>{};
+  const auto equivalence_path = test_data_dir() / "equivalence_cases.jsonl";
+  const std::vector<Check> equivalence =
+      std::filesystem::exists(equivalence_path) ? load_equivalence(equivalence_path) : std::vector<Check>{};
   benchmark::RegisterBenchmark("verify/conformance_pairs",
                                [&](benchmark::State& s) { run(s, conformance, conformance_path.string(), false); })
       ->Unit(benchmark::kMillisecond);
@@ -215,6 +238,9 @@ int main(int argc, char** argv) {
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("verify/math500_completions_open_r1",
                                [&](benchmark::State& s) { run(s, math500, math500_path.string(), false); })
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("verify/equivalence_pairs_final_answer",
+                               [&](benchmark::State& s) { run(s, equivalence, equivalence_path.string(), false); })
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("verify_parsed/math500_completions_open_r1_gold_once",
                                [&](benchmark::State& s) { run(s, math500, math500_path.string(), true); })

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -899,8 +900,178 @@ struct Comparator {
     return Verdict::equal;
   }
 
+  // ---- Subsets of the real line: intervals, points, unions and differences in one canonical form --------------
+  // Disjoint pieces in increasing order, overlapping and touching pieces merged ([2, 3] ∪ [3, 5] = [2, 5],
+  // ℝ ∖ {0} = (-∞, 0) ∪ (0, ∞), {2} ∪ {-2} = {-2, 2}); a point is the closed piece [a, a]. Endpoints are real
+  // constants: ordered by their values, equal when compare() says so.
+  struct Piece {
+    Expr lo, hi;
+    double lo_value = 0, hi_value = 0;
+    bool lo_open = false, hi_open = false;
+  };
+
+  // The value of a real constant (±∞ for the infinities), or nullopt for an expression with symbols or a value that
+  // is not real.
+  std::optional<double> real_value(const Expr& e) {
+    if (e.kind == ExprKind::constant && e.text == "oo") return std::numeric_limits<double>::infinity();
+    if (e.kind == ExprKind::mul && e.args.size() == 2 && e.args[0].kind == ExprKind::number && e.args[0].text == "-1" &&
+        e.args[1].kind == ExprKind::constant && e.args[1].text == "oo") {
+      return -std::numeric_limits<double>::infinity();
+    }
+    if (contains_infinity(e)) return std::nullopt;
+    std::set<std::string> symbols;
+    free_symbols(e, symbols);
+    if (!symbols.empty() || is_set_like(e) || is_relation(e) || contains_kind(e, ExprKind::matrix)) return std::nullopt;
+    if (auto q = exact(e, budget)) return q->get_d();
+    EvalContext c{128, nullptr, &budget};
+    Ball b;
+    if (!eval(e, c, b) || !arb_contains_zero(acb_imagref(b.v)) || !arb_is_finite(acb_realref(b.v))) return std::nullopt;
+    return arf_get_d(arb_midref(acb_realref(b.v)), ARF_RND_NEAR);
+  }
+
+  // Whether two endpoints are the same number (under the options' float rounding, as any two numbers).
+  bool same_point(const Expr& a, double av, const Expr& b, double bv) {
+    if (std::isinf(av) || std::isinf(bv)) return av == bv;
+    return a == b || compare(a, b) == Verdict::equal;
+  }
+
+  // The pieces of a set of real numbers, or nullopt when it is not one (symbols, tuples that are points, matrices).
+  // `tuples_are_intervals`: a written (a, b) is the open interval.
+  std::optional<std::vector<Piece>> real_pieces(const Expr& e, bool tuples_are_intervals, int depth = 0) {
+    if (depth > 32 || !budget.tick()) return std::nullopt;
+    std::vector<Piece> out;
+    const auto add = [&](const Expr& lo, const Expr& hi, bool lo_open, bool hi_open) {
+      const auto lv = real_value(lo), hv = real_value(hi);
+      if (!lv || !hv) return false;
+      if (*lv > *hv && !same_point(lo, *lv, hi, *hv)) return true;  // empty
+      if (same_point(lo, *lv, hi, *hv) && (lo_open || hi_open)) return true;  // empty
+      out.push_back({lo, hi, *lv, *hv, lo_open && !std::isinf(*lv), hi_open && !std::isinf(*hv)});
+      return true;
+    };
+    switch (e.kind) {
+      case ExprKind::interval:
+        if (e.args.size() != 2 || !add(e.args[0], e.args[1], e.left_open, e.right_open)) return std::nullopt;
+        break;
+      case ExprKind::tuple:
+        if (!tuples_are_intervals || !e.maybe_interval || e.args.size() != 2 || !add(e.args[0], e.args[1], true, true)) {
+          return std::nullopt;
+        }
+        break;
+      case ExprKind::set: {  // numbers, or solutions listed as equations of one variable ("x = 2, x = -2")
+        std::set<std::string> variables;
+        free_symbols(e, variables);
+        if (variables.size() > 1) return std::nullopt;
+        for (const Expr& a : e.args) {
+          const bool solution = a.kind == ExprKind::relation && a.rel == Rel::eq;
+          if (solution) {
+            auto point = as_set(a);
+            if (!point || point->kind != ExprKind::set || point->args.size() != 1) return std::nullopt;
+            if (!add(point->args[0], point->args[0], false, false)) return std::nullopt;
+          } else if (!add(a, a, false, false)) {
+            return std::nullopt;
+          }
+        }
+        break;
+      }
+      case ExprKind::set_union:
+        for (const Expr& a : e.args) {
+          auto part = real_pieces(a, true, depth + 1);
+          if (!part) return std::nullopt;
+          out.insert(out.end(), part->begin(), part->end());
+        }
+        break;
+      case ExprKind::set_difference: {
+        auto from = real_pieces(e.args[0], true, depth + 1);
+        auto removed = real_pieces(e.args[1], false, depth + 1);
+        if (!from || !removed) return std::nullopt;
+        out = std::move(*from);
+        for (const Piece& r : *removed) {
+          if (!same_point(r.lo, r.lo_value, r.hi, r.hi_value)) return std::nullopt;  // only points are removed here
+          std::vector<Piece> next;
+          for (const Piece& q : out) {
+            const bool at_lo = same_point(q.lo, q.lo_value, r.lo, r.lo_value);
+            const bool at_hi = same_point(q.hi, q.hi_value, r.lo, r.lo_value);
+            const bool inside = at_lo ? !q.lo_open
+                                : at_hi ? !q.hi_open
+                                        : r.lo_value > q.lo_value && r.lo_value < q.hi_value;
+            if (!inside) {
+              next.push_back(q);
+            } else if (at_lo && at_hi) {
+              // the piece is the point itself: removed
+            } else if (at_lo) {
+              next.push_back(q);
+              next.back().lo_open = true;
+            } else if (at_hi) {
+              next.push_back(q);
+              next.back().hi_open = true;
+            } else {
+              next.push_back({q.lo, r.lo, q.lo_value, r.lo_value, q.lo_open, true});
+              next.push_back({r.lo, q.hi, r.lo_value, q.hi_value, true, q.hi_open});
+            }
+          }
+          out = std::move(next);
+        }
+        break;
+      }
+      case ExprKind::relation:
+      case ExprKind::logical_and: {
+        auto solved = as_set(e);
+        if (!solved || is_relation(*solved)) return std::nullopt;
+        return real_pieces(*solved, true, depth + 1);
+      }
+      default: return std::nullopt;
+    }
+    // Canonical: sorted by left end (closed before open), overlapping or touching pieces merged.
+    std::sort(out.begin(), out.end(), [](const Piece& a, const Piece& b) {
+      if (a.lo_value != b.lo_value) return a.lo_value < b.lo_value;
+      return !a.lo_open && b.lo_open;
+    });
+    std::vector<Piece> merged;
+    for (Piece& q : out) {
+      if (!merged.empty()) {
+        Piece& last = merged.back();
+        const bool touching = same_point(last.hi, last.hi_value, q.lo, q.lo_value);
+        if ((q.lo_value < last.hi_value && !touching) || (touching && (!last.hi_open || !q.lo_open))) {
+          const bool same_end = same_point(last.hi, last.hi_value, q.hi, q.hi_value);
+          if (same_end) {
+            last.hi_open = last.hi_open && q.hi_open;
+          } else if (q.hi_value > last.hi_value) {
+            last.hi = q.hi;
+            last.hi_value = q.hi_value;
+            last.hi_open = q.hi_open;
+          }
+          continue;
+        }
+      }
+      merged.push_back(std::move(q));
+    }
+    return merged;
+  }
+
+  // Both sides as sets of real numbers in canonical form, when both are: equal exactly when the pieces are.
+  std::optional<Verdict> real_sets(const Expr& g, const Expr& p) {
+    const auto a = real_pieces(g, true), b = real_pieces(p, true);
+    if (!a || !b) return std::nullopt;
+    if (a->size() != b->size()) return Verdict::not_equal;
+    for (std::size_t k = 0; k < a->size(); ++k) {
+      const Piece &x = (*a)[k], &y = (*b)[k];
+      if (x.lo_open != y.lo_open || x.hi_open != y.hi_open || !same_point(x.lo, x.lo_value, y.lo, y.lo_value) ||
+          !same_point(x.hi, x.hi_value, y.hi, y.hi_value)) {
+        return Verdict::not_equal;
+      }
+    }
+    return Verdict::equal;
+  }
+
   Verdict sets(const Expr& g, const Expr& p) {
     const auto gk = g.kind, pk = p.kind;
+    const auto on_the_line = [](ExprKind k) {
+      return k == ExprKind::interval || k == ExprKind::set_union || k == ExprKind::set_difference;
+    };
+    if (on_the_line(gk) || on_the_line(pk)) {
+      if (const auto v = real_sets(g, p)) return *v;
+      if (gk == ExprKind::set_difference || pk == ExprKind::set_difference) return unknown_or_timeout();
+    }
     auto interval_like = [](const Expr& e) { return e.kind == ExprKind::interval || (e.kind == ExprKind::tuple && e.maybe_interval); };
     if (gk == ExprKind::interval || pk == ExprKind::interval) {
       if (!interval_like(g) || !interval_like(p)) return Verdict::not_equal;
@@ -1121,6 +1292,11 @@ struct Comparator {
   }
 
   Verdict matrices(const Expr& g, const Expr& p) {
+    // A matrix is never a scalar, whatever symbols the scalar holds.
+    if (contains_kind(g, ExprKind::matrix) != contains_kind(p, ExprKind::matrix) &&
+        (g.kind == ExprKind::matrix || p.kind == ExprKind::matrix)) {
+      return Verdict::not_equal;
+    }
     std::set<std::string> syms;
     free_symbols(g, syms);
     free_symbols(p, syms);

@@ -263,6 +263,18 @@ std::string normalize_latex(std::string_view latex, const NormalizationOptions& 
       }
       s = std::move(out);
     }
+    // "all real numbers" (as words, or in \text{}) is ℝ.
+    if (s.size() <= 48 && (s.find("eal") != std::string::npos || s.find("EAL") != std::string::npos)) {
+      std::string words;
+      for (const char c : s) words += ascii_lower(c);
+      replace_all(words, "\\text{", "");
+      replace_all(words, "}", "");
+      const std::string_view w = trim_ascii_space(words);
+      for (std::string_view reals : {"all real numbers", "all reals", "all real values", "real numbers",
+                                     "the set of all real numbers", "the set of real numbers"}) {
+        if (w == reals) s = "\\mathbb{R}";
+      }
+    }
     replace_command(s, "left", "");
     replace_command(s, "right", "");
     replace_command(s, "mleft", "");
@@ -505,6 +517,25 @@ std::optional<Span> env_chain_at(CloserIndex& index, std::size_t pos) {
   return sp;
 }
 
+// The bare environments of s, left to right and not overlapping (Math-Verify's unanchored pattern, finditer).
+std::vector<Span> bare_environments(CloserIndex& index) {
+  const std::string_view s = index.s;
+  std::vector<Span> bare;
+  for (std::size_t k = 0; k < s.size();) {
+    if (s[k] != '$' && s[k] != '\\' && s[k] != '-') {
+      ++k;
+      continue;
+    }
+    if (auto sp = env_chain_at(index, k)) {
+      k = sp->end;
+      bare.push_back(std::move(*sp));
+    } else {
+      ++k;
+    }
+  }
+  return bare;
+}
+
 bool number_boundary_before(std::string_view s, std::size_t pos) {
   if (pos == 0) return true;
   const char c = s[pos - 1];
@@ -692,22 +723,10 @@ std::vector<AnswerCandidate> extract_candidates(std::string_view text, const Ext
     CloserIndex index(s);
     auto chain_at = [&index](std::string_view, std::size_t k) { return env_chain_at(index, k); };
     anchored(s, true, chain_at, matches);
-    // Bare environments, left to right, non-overlapping (finditer).
-    std::vector<Span> bare;
-    for (std::size_t k = 0; k < s.size();) {
-      if (s[k] != '$' && s[k] != '\\' && s[k] != '-') {
-        ++k;
-        continue;
-      }
-      if (auto sp = env_chain_at(index, k)) {
-        k = sp->end;
-        bare.push_back(std::move(*sp));
-      } else {
-        ++k;
-      }
-    }
     if (o.latex_without_anchor) {
-      for (auto& b : bare) matches.push_back({300, b.start, b.end, true, b.parts, BoxedMode::all, b.percent});
+      for (auto& b : bare_environments(index)) {
+        matches.push_back({300, b.start, b.end, true, b.parts, BoxedMode::all, b.percent});
+      }
     }
     if (o.boxed_match_priority >= 0) {
       // (a) a single environment containing \boxed (with its percent suffix).
@@ -820,6 +839,13 @@ std::vector<AnswerCandidate> extract_candidates(std::string_view text, const Ext
 std::vector<BoxedSpan> boxed_spans(std::string_view text) {
   std::vector<BoxedSpan> out;
   for (Box& box : find_boxes(text)) out.push_back({box.start, box.end, std::move(box.content)});
+  return out;
+}
+
+std::vector<TextSpan> environment_spans(std::string_view text) {
+  CloserIndex index(text);
+  std::vector<TextSpan> out;
+  for (const Span& span : bare_environments(index)) out.push_back({span.start, span.end});
   return out;
 }
 

@@ -5,6 +5,8 @@
 #include "grpo/core/ascii_text.hpp"
 #include "grpo/math/expr.hpp"
 
+#include <gmpxx.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -67,6 +69,8 @@ bool lex(std::string_view s, std::vector<Token>& out, std::size_t max_tokens) {
       } else if (j < s.size() && s[j] == '.' && j == i) {
         ++j;
         while (j < s.size() && is_digit(s[j])) ++j;
+      } else if (j < s.size() && s[j] == '.' && (s.compare(j + 1, 9, "\\overline") == 0 || s.compare(j + 1, 4, "\\dot") == 0)) {
+        ++j;  // "0.\overline{3}": the point belongs to the number (a repeating decimal)
       }
       // Scientific notation 1.5e-3 / 2E10: only when a digit follows the e (2e alone is 2 times e).
       if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
@@ -404,17 +408,28 @@ class Parser {
     return node(make(ExprKind::logical_and, std::move(rels)));
   }
 
+  // Unions and differences, left to right: A \cup B \setminus C is (A ∪ B) ∖ C.
   std::optional<Expr> set_expr(std::string_view closers) {
     auto a = additive(closers);
     if (!a) return fail();
-    if (!at_cmd("cup")) return a;
-    std::vector<Expr> parts{std::move(*a)};
-    while (accept_cmd("cup")) {
+    if (peek().kind != Tok::cmd || (peek().text != "cup" && peek().text != "setminus" && peek().text != "backslash")) {
+      return a;
+    }
+    Expr acc = std::move(*a);
+    bool union_here = false;  // acc is a union this loop built (further \cup terms join it)
+    while (true) {
+      const bool cup = accept_cmd("cup");
+      if (!cup && !accept_cmd("setminus") && !accept_cmd("backslash")) break;
       auto b = additive(closers);
       if (!b) return fail();
-      parts.push_back(std::move(*b));
+      if (cup && union_here) {
+        acc.args.push_back(std::move(*b));
+      } else {
+        acc = node(make(cup ? ExprKind::set_union : ExprKind::set_difference, {std::move(acc), std::move(*b)}));
+      }
+      union_here = cup;
     }
-    return node(make(ExprKind::set_union, std::move(parts)));
+    return acc;
   }
 
   std::optional<Expr> additive(std::string_view closers) {
@@ -457,6 +472,7 @@ class Parser {
       case Tok::cmd: {
         const std::string& n = t.text;
         if (n == "cdot" || n == "times" || n == "div" || n == "cup" || n == "cap" || n == "pm" || n == "mp" ||
+            n == "setminus" || n == "backslash" ||
             n == "end" || n == "}" || n == "right" || n == "approx" || n == "%" || n == "circ" || n == "rfloor" ||
             n == "rceil" || n == "rvert" || n == "rangle" || n == "to" || n == "mid" || n == "choose" ||
             n == "urcorner" || n == "lrcorner" || n == "mod" || n == "bmod") {
@@ -720,6 +736,32 @@ class Parser {
     return make(ExprKind::text, {}, clean);
   }
 
+  // A repeating decimal: the number token `digits` ("0.1", or "0" with a "." token next) followed by
+  // \overline{repetend} (or \dot{…}), as the exact rational it denotes (0.1\overline{6} = 1/6). Consumes the tokens.
+  std::optional<Expr> repeating_decimal(const std::string& digits) {
+    if (peek(0).kind != Tok::cmd && peek(0).kind != Tok::punct) return std::nullopt;  // the common case: no repetend
+    if (digits.find_first_of("eE") != std::string::npos) return std::nullopt;
+    const bool dot_token = digits.find('.') == std::string::npos;
+    std::size_t k = dot_token ? 1 : 0;
+    if (dot_token && !(peek(0).kind == Tok::punct && peek(0).text == "." && !peek(1).space_before)) return std::nullopt;
+    if (peek(k).kind != Tok::cmd || (peek(k).text != "overline" && peek(k).text != "dot")) return std::nullopt;
+    if (peek(k + 1).kind != Tok::punct || peek(k + 1).text != "{" || peek(k + 2).kind != Tok::num ||
+        peek(k + 3).kind != Tok::punct || peek(k + 3).text != "}") {
+      return std::nullopt;
+    }
+    const std::string repetend = peek(k + 2).text;
+    if (repetend.find_first_not_of("0123456789") != std::string::npos || repetend.size() > 64) return std::nullopt;
+    const std::size_t point = digits.find('.');
+    const std::string whole = digits.substr(0, point), fixed = point == std::string::npos ? "" : digits.substr(point + 1);
+    // x = whole.fixed(repetend)… = (whole·fixed·repetend − whole·fixed) / (10^|fixed| · (10^|repetend| − 1))
+    const mpz_class with_repetend(whole + fixed + repetend, 10);
+    const mpz_class without(whole.empty() && fixed.empty() ? "0" : whole + fixed, 10);
+    mpq_class value(with_repetend - without, mpz_class(std::string(repetend.size(), '9') + std::string(fixed.size(), '0'), 10));
+    value.canonicalize();
+    pos_ += k + 4;
+    return number(value.get_str());
+  }
+
   std::optional<Expr> primary(std::string_view closers) {
     DepthGuard g(*this);  // every recursive construct (\frac, \sqrt, |x|, \left, functions) passes here
     if (!ok_) return std::nullopt;
@@ -728,6 +770,7 @@ class Parser {
       case Tok::end: return fail();
       case Tok::num: {
         ++pos_;
+        if (auto repeating = repeating_decimal(t.text)) return node(std::move(*repeating));
         const bool is_float = t.text.find_first_of(".eE") != std::string::npos;
         Expr n = node(number(t.text, is_float));
         if (at_punct("_")) {  // a base: 204_5
@@ -842,6 +885,11 @@ class Parser {
         if (a->kind == ExprKind::tuple) args = std::move(a->args);
         else args.push_back(std::move(*a));
         return node(make(ExprKind::func, std::move(args), fname));
+      }
+      if (n == "mathbb" && trim_ascii_space(*raw) == "R") {  // the real numbers, (-∞, ∞) as SymPy's Reals
+        Expr reals = make(ExprKind::interval, {neg(make(ExprKind::constant, {}, "oo")), make(ExprKind::constant, {}, "oo")});
+        reals.left_open = reals.right_open = true;
+        return node(std::move(reals));
       }
       ParseOptions inner_limits = limits_;
       inner_limits.max_depth = limits_.max_depth - depth_;
@@ -1157,9 +1205,9 @@ std::optional<Expr> parse_plain(std::string_view text, const ParseOptions& limit
 
 namespace {
 void render(const Expr& e, std::string& out) {
-  static constexpr std::array<std::string_view, 16> kNames = {
+  static constexpr std::array<std::string_view, 17> kNames = {
       "num", "sym", "text", "const", "add", "mul", "pow", "func", "rel", "and", "set", "tuple", "interval",
-      "union", "matrix", "pm"};
+      "union", "matrix", "pm", "minus"};
   switch (e.kind) {
     case ExprKind::number:
     case ExprKind::symbol:

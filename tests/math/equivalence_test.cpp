@@ -2,8 +2,11 @@
 // Hard equivalences written for this project (tests/data/equivalence_cases.jsonl), graded the way the accuracy reward
 // grades (grade() with the default options, the prediction inside <answer>): solution sets as inequalities, intervals
 // and set-builder notation (with unions written with "or"), radicals and rational powers, fractions / decimals /
-// percents / mixed numbers, and currency and unit forms. Each category holds equal and not-equal pairs; expected
-// verdicts were worked out by hand.
+// percents / mixed numbers, and currency and unit forms (about 40 pairs each); and the kinds a final answer takes that
+// graders miss: products, logarithms and mixed numbers, rearranged equations and implicit curves, tuples with decimal
+// or \left( … \right) elements, relations joined by "or", subsets of the real line (ℝ, set differences, adjacent
+// intervals) and repeating decimals. Each category holds equal and not-equal pairs; expected verdicts were worked out
+// by hand.
 #include <grpo/math/verify.hpp>
 
 #include <catch2/catch.hpp>
@@ -36,10 +39,10 @@ TEST_CASE("equivalence: each hard category at >= 98% through the reward's gradin
     false_positives += equal && !expected;
     if (equal != expected) fmt::print("  miss [{}] gold={} pred={} verdict={}\n", category, gold, pred, to_string(grade.verdict));
   }
-  REQUIRE(tally.size() == 4);
+  REQUIRE(tally.size() == 10);
   for (const auto& [category, counts] : tally) {
     INFO(category << ": " << counts.first << " / " << counts.second);
-    CHECK(counts.second >= 40);
+    CHECK(counts.second >= 6);
     CHECK(counts.first >= 0.98 * counts.second);
   }
   CHECK(false_positives == 0);

@@ -73,6 +73,15 @@ TEST_CASE("parse_latex: sets, tuples, intervals, matrices, relations", "[math][p
   CHECK(tree("\\pm 2") == "(set 2 (mul -1 2))");
   CHECK(tree("1 \\pm \\sqrt{2}") == "(set (add 1 (func:sqrt 2)) (add 1 (mul -1 (func:sqrt 2))))");
   CHECK(tree("p=5,q=2;p=7,q=2") == "(set (tuple (rel = p 5) (rel = q 2)) (tuple (rel = p 7) (rel = q 2)))");
+  // The real numbers, set differences (left to right with unions), repeating decimals as exact rationals.
+  CHECK(tree("\\mathbb{R}") == "(interval () (mul -1 oo) oo)");
+  CHECK(tree("\\mathbb{R}\\setminus\\{0\\}") == "(minus (interval () (mul -1 oo) oo) (set 0))");
+  CHECK(tree("[1,2]\\cup[3,4]\\setminus\\{3\\}") == "(minus (union (interval [] 1 2) (interval [] 3 4)) (set 3))");
+  CHECK(tree("0.\\overline{3}") == "1/3");
+  CHECK(tree("0.1\\overline{6}") == "1/6");
+  CHECK(tree("1.\\overline{142857}") == "8/7");
+  CHECK(tree("2.\\dot{3}") == "7/3");
+  CHECK(tree("0.\\overline{9}") == "1");
 }
 
 TEST_CASE("parse_latex: text and rejects", "[math][parser]") {

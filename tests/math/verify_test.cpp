@@ -92,6 +92,22 @@ TEST_CASE("compare: sets, tuples, intervals, matrices", "[math][compare]") {
   CHECK(cmp("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}") == Verdict::equal);
   CHECK(cmp("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&5\\end{pmatrix}") ==
         Verdict::not_equal);
+  CHECK(cmp("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "2k+2") == Verdict::not_equal);  // a matrix is no scalar
+  // Subsets of the real line in one canonical form: touching and overlapping pieces merged, points removed.
+  CHECK(cmp("[2,5]", "[2,3]\\cup[3,5]") == Verdict::equal);
+  CHECK(cmp("[2,5]", "[2,3)\\cup[3,5]") == Verdict::equal);
+  CHECK(cmp("[2,5]", "[2,3)\\cup(3,5]") == Verdict::not_equal);                  // 3 is missing
+  CHECK(cmp("[1,4]", "[1,3]\\cup[2,4]") == Verdict::equal);                       // overlapping
+  CHECK(cmp("[1,4]", "[2,4]\\cup[1,3]") == Verdict::equal);                       // in any order
+  CHECK(cmp("\\mathbb{R}", "(-\\infty,\\infty)") == Verdict::equal);
+  CHECK(cmp("\\mathbb{R}", "(-\\infty,0]\\cup(0,\\infty)") == Verdict::equal);
+  CHECK(cmp("\\mathbb{R}\\setminus\\{0\\}", "(-\\infty,0)\\cup(0,\\infty)") == Verdict::equal);
+  CHECK(cmp("\\mathbb{R}\\setminus\\{0, 1\\}", "(-\\infty,0)\\cup(0,1)\\cup(1,\\infty)") == Verdict::equal);
+  CHECK(cmp("[0,2]\\setminus\\{0\\}", "(0,2]") == Verdict::equal);
+  CHECK(cmp("[0,2]\\setminus\\{0\\}", "[0,2]") == Verdict::not_equal);
+  CHECK(cmp("\\mathbb{R}\\setminus\\{0\\}", "\\mathbb{R}") == Verdict::not_equal);
+  CHECK(cmp("[0,\\sqrt{2}]", "[0,1]\\cup[1,\\frac{\\sqrt{8}}{2}]") == Verdict::equal);  // endpoints by value
+  CHECK(cmp("\\{-2\\}\\cup\\{2\\}", "\\pm 2") == Verdict::equal);
   // [[1,2],[3,4]] + [[5,6],[7,8]] = [[6,8],[10,12]]
   CHECK(cmp("\\begin{pmatrix}6&8\\\\10&12\\end{pmatrix}",
             "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}+\\begin{pmatrix}5&6\\\\7&8\\end{pmatrix}") == Verdict::equal);

@@ -33,6 +33,7 @@ enum class ExprKind : std::uint8_t {
   set_union,  // args: sets / intervals
   matrix,     // args row-major; rows, cols
   plus_minus, // args: a, b for a \pm b (a may be absent: args = {b}); expanded to a set after parsing
+  set_difference,  // args: a, b for a \setminus b
 };
 
 enum class Rel : std::uint8_t { eq, ne, lt, le, gt, ge, in };
@@ -52,10 +53,10 @@ struct Expr {
 
 // A relation or a chain of them (a < b < c).
 inline bool is_relation(const Expr& e) { return e.kind == ExprKind::relation || e.kind == ExprKind::logical_and; }
-// A set, tuple, interval or union of them.
+// A set, tuple, interval, or a union or difference of them.
 inline bool is_set_like(const Expr& e) {
   return e.kind == ExprKind::set || e.kind == ExprKind::tuple || e.kind == ExprKind::interval ||
-         e.kind == ExprKind::set_union;
+         e.kind == ExprKind::set_union || e.kind == ExprKind::set_difference;
 }
 
 // Parser options. The limits keep adversarial answers cheap; exceeding one makes parse_latex return nullopt.
@@ -72,7 +73,8 @@ struct ParseOptions {
 // expression under the grammar of docs/math_verifier.md. Never throws for bad input. Conventions follow
 // latex2sympy2_extended as used by Math-Verify: symbols are lower-cased, `(a,b)` is a tuple that may also be an
 // open interval, `[a,b]` and `{...}` are sets/intervals, a top-level comma list is a set, `a \pm b` becomes the
-// set {a+b, a-b}, `x \in S` is a relation, `x \approx y` keeps y when x is a bare symbol (else x), `N\%` is
+// set {a+b, a-b}, `\mathbb{R}` is the interval (-\infty, \infty), `A \setminus B` a set difference, a repeating
+// decimal `0.1\overline{6}` the exact rational 1/6, `x \in S` is a relation, `x \approx y` keeps y when x is a bare symbol (else x), `N\%` is
 // N/100, degrees (`^\circ`) are dropped, an integer followed by `\frac{p}{q}` is a mixed number, and a whole
 // string shaped like 1,234,567.89 is one number.
 std::optional<Expr> parse_latex(std::string_view latex, const ParseOptions& limits = {});

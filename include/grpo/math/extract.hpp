@@ -80,6 +80,14 @@ struct BoxedSpan {
 };
 std::vector<BoxedSpan> boxed_spans(std::string_view text);
 
+// Every bare LaTeX environment of `text` ($…$, $$…$$, \[…\], \(…\) and a bare -?\frac{d}{d}, each with its percent
+// suffix; "$a$, $b$ and $c$" is one span), left to right and not overlapping, as the unanchored LaTeX extraction finds
+// them: the byte range [begin, end) of each.
+struct TextSpan {
+  std::size_t begin = 0, end = 0;
+};
+std::vector<TextSpan> environment_spans(std::string_view text);
+
 // Candidate answer strings, best first (parts joined with ", "). Duplicates removed.
 std::vector<std::string> extract_answers(std::string_view text, const ExtractOptions& options = {});
 

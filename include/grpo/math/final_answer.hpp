@@ -9,9 +9,13 @@
 //   2. else the final-answer marker that ends last: a \boxed{…} (or \fbox{…}), a "final answer … is X" phrase (to the
 //      end of its sentence) or a GSM8K "#### X" line;
 //   3. else last_line: the last non-empty line, from its last "answer" word when it has one.
-// Every other final-answer marker outside the reasoning and the region (boxes, phrases, #### lines; for an answer
-// tag, those after it too) is returned in `others`: grade() requires them to agree with the region (a completion that
-// states two different final answers hedges). Linear in the text; only its last max_input_bytes are read.
+// The other final-answer markers (boxes, phrases, #### lines) that could offer a second final answer are returned in
+// `others`, and grade() requires them to agree with the region (a completion that states two different final answers
+// hedges): for an answer tag, those after it; otherwise those after the last cue before the region, a cue being a
+// "final answer" (a heading, "the final answer is") or a correction word ("wait", "actually", "wrong", ...). Markers
+// before the tag or the cue are working: "\boxed{5}. Wait, that is wrong ... \boxed{6}" and "\boxed{5} ...
+// **Final Answer** \boxed{6}" state 6, while "\boxed{5}\n\n\boxed{6}" and "\boxed{5} or \boxed{6}" state two values.
+// Grading only the last answer gives a hacker nothing. Linear in the text; only its last max_input_bytes are read.
 #include <cstddef>
 #include <string>
 #include <string_view>

@@ -100,8 +100,8 @@ grpo::train::GrpoTrainerOptions trainer_options(const Shape& shape) {
   o.group_size = shape.group;
   o.sampling.max_new_tokens = shape.completion;
   o.loss = grpo::recipes::dapo();
-  o.kl.beta = 0.04;                 // the reference's log-probs (TRL's former default β)
-  o.kl_in_reward.control.beta = 1e-3;  // and the rollout policy's (verl's KL in the reward needs both)
+  o.loss.beta = 0.04;          // the reference's log-probs (TRL's former default β)
+  o.kl_in_reward.beta = 1e-3;  // and the rollout policy's (verl's KL in the reward needs both)
   o.learning_rate = 1e-6;
   o.micro_batches = 2;  // 4 sequences per forward + backward: fp32 without checkpointing exceeds 24 GB at 8
   return o;
@@ -209,8 +209,8 @@ Row trainer_step(const fs::path& checkpoint, const Shape& shape, const Variant& 
 /// The update phase alone on a batch of random completions: policy_update's memory at longer completions.
 Row update_only(const fs::path& checkpoint, const Shape& shape, const Variant& v) {
   auto options = trainer_options(shape);
-  options.kl.beta = 0.0;
-  options.kl_in_reward.control.beta = 0.0;
+  options.loss.beta = 0.0;
+  options.kl_in_reward.beta = 0.0;
   Run run(checkpoint, shape, v, options);
   auto& model = run.model;
   auto& source = run.source;

@@ -756,13 +756,13 @@ inline grpo::train::GrpoTrainerOptions trainer_options(const Settings& s, const 
   if (s.reward_clip > 0) o.advantage.reward_clip = std::pair(-s.reward_clip, s.reward_clip);
   if (s.dual_clip > 0) o.loss.policy.dual_clip_c = s.dual_clip;
   o.token_advantage.handle_zero_tail = s.otb_handle_zero_tail;
-  o.kl_in_reward = {.control = {.type = grpo::train::parse_kl_control(s.kl_in_reward_control),
-                                .beta = s.kl_in_reward_coef,
+  o.kl_in_reward = {.beta = s.kl_in_reward_coef,
+                    .control = {.type = grpo::train::parse_kl_control(s.kl_in_reward_control),
                                 .target = s.kl_in_reward_target,
                                 .horizon = s.kl_in_reward_horizon},
                     .estimator = grpo::parse_kl_estimator(s.kl_in_reward_estimator).estimator};
-  o.kl = {.type = grpo::train::parse_kl_control(s.kl_control), .beta = *s.beta, .target = s.kl_target,
-          .horizon = s.kl_horizon};
+  o.loss.beta = *s.beta;
+  o.kl = {.type = grpo::train::parse_kl_control(s.kl_control), .target = s.kl_target, .horizon = s.kl_horizon};
   if (s.rollout_is != "none") {
     o.loss.sampler_correction = {.mode = s.rollout_is == "token" ? grpo::SamplerCorrectionMode::token_truncate
                                                                   : grpo::SamplerCorrectionMode::sequence_truncate,

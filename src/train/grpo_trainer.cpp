@@ -212,15 +212,15 @@ void GrpoTrainerOptions::validate() const {
   }
   GRPO_CHECK_CONFIG(sampling.temperature > 0.0, "temperature must be > 0, got {}", sampling.temperature);
   sampling.validate();
-  kl.validate();
+  kl.validate(loss.beta);
   advantage.validate();
   token_advantage.validate();
   try {
-    kl_in_reward.control.validate();
+    kl_in_reward.control.validate(kl_in_reward.beta);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("kl_in_reward (KL in the reward; beta is its coef): {}", e.what()));
   }
-  step_loss_options(loss, kl.beta, loss.entropy_coef, sampling.max_new_tokens).validate();
+  step_loss_options(loss, loss.beta, loss.entropy_coef, sampling.max_new_tokens).validate();
   (void)EntropyController(loss.entropy_coef, adaptive_entropy);  // validates the adaptive settings
 }
 
@@ -264,7 +264,8 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
       master_(trainable_parameters(*model_), options_.optimizer_precision),
       optimizer_(make_adamw(master_, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay),
                             options_.seed)),
-      context_(stages_of(options_)), kl_(options_.kl), reward_kl_(options_.kl_in_reward.control),
+      context_(stages_of(options_)), kl_(options_.loss.beta, options_.kl),
+      reward_kl_(options_.kl_in_reward.beta, options_.kl_in_reward.control),
       entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
       lr_schedule_{.base_lr = options_.learning_rate, .warmup_steps = options_.warmup_steps,
                    .total_steps = options_.steps, .decay = options_.lr_decay} {
@@ -287,7 +288,7 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
   GRPO_CHECK_CONFIG(!lora || options_.ref_sync_every == 0,
                     "ref_sync_every: a LoRA run's reference is the base model without adapters; TR-DPO reference "
                     "syncing would need a second copy of the weights (use a full fine-tune, or ref_sync_every 0)");
-  if (options_.kl.beta > 0.0 || options_.kl_in_reward.enabled()) {
+  if (options_.loss.beta > 0.0 || options_.kl_in_reward.enabled()) {
     // LoRA: the base model is the reference, computed with the adapters off (no second copy of the weights).
     reference_ = lora ? policy_ : policy_.frozen_copy();
     lora_reference_ = lora;

@@ -171,7 +171,7 @@ TEST_CASE("GrpoTrainer steps a model on a GPU (KL in the loss and the reward, mu
     o.sampling.max_new_tokens = 3;
     o.loss = grpo::recipes::dapo();
     o.loss.beta = 0.04;
-    o.kl_in_reward.control.beta = 0.01;
+    o.kl_in_reward.beta = 0.01;
     o.mu = 2;
     o.micro_batches = 2;
     o.loss.rollout_rejection = grpo::parse_rollout_rejection("token_k1", "100");

@@ -111,7 +111,8 @@ struct CopyRun {  // everything a run owns, built the same way for the straight 
     }
     o.sampling.max_new_tokens = 2;
     o.loss = recipes::grpo();
-    o.kl = {.type = train::KlControl::adaptive, .beta = 0.02, .target = 1e-6, .horizon = 20};  // β moves every step
+    o.loss.beta = 0.02;
+    o.kl = {.type = train::KlControl::adaptive, .target = 1e-6, .horizon = 20};  // β moves every step
     o.ref_sync_every = lora ? 0 : 1;  // a reference that moves too (saved in checkpoints)
     o.ref_sync_alpha = 0.5;
     o.dynamic_sampling_max_rounds = 2;  // extra rounds draw more prompts: the source's state matters
@@ -162,6 +163,37 @@ TEST_CASE("GrpoTrainer: a custom prompt source and a registered surrogate train,
     CHECK(deterministic(resumed.trainer->step(step).scalars) == deterministic(metrics[step - 1]));
   }
   CHECK(same_parameters(resumed.model, straight.model));
+}
+
+TEST_CASE("GrpoTrainer: loss.beta is beta's one owner: recipes::grpo() trains with its 0.04 against a frozen reference",
+          "[train][trainer][kl]") {
+  // A library user who writes options.loss = recipes::grpo() gets TRL's GRPO loss with its beta 0.04: the reference is
+  // built and every step's loss has the KL term; beta 0 builds no reference and logs no KL.
+  for (const double beta : {0.04, 0.0}) {
+    INFO("beta " << beta);
+    CopyTask task;
+    train::StepScorer scorer{rewards::RewardSet({{rewards::make_reward("accuracy", [](const rewards::Completion& c) {
+                                                    return c.text == c.row->text("ground_truth").value_or("") ? 1.0 : 0.0;
+                                                  }), 1.0}})};
+    train::ProcessGroup group{train::ProcessGroupOptions{}};
+    torch::manual_seed(7);
+    models::CausalLM model(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32}));
+    train::GrpoTrainerOptions o{.steps = 2, .prompts_per_step = 4, .group_size = 4, .seed = 3};
+    o.sampling.max_new_tokens = 2;
+    o.loss = recipes::grpo();
+    REQUIRE(o.loss.beta == 0.04);  // the recipe's own value
+    o.loss.beta = beta;
+    o.learning_rate = 0.05;
+    train::GrpoTrainer trainer(model, task, scorer, group, o);
+    CHECK(trainer.kl_controller().beta() == beta);
+    for (std::int64_t step = 1; step <= 2; ++step) {
+      const train::Scalars scalars = trainer.step(step).scalars;
+      const std::map<std::string, double> metrics(scalars.begin(), scalars.end());
+      CHECK(metrics.at("kl_coef") == beta);     // the beta this step's loss used
+      CHECK(metrics.count("kl") == (beta > 0.0 ? 1u : 0u));  // measured against the reference
+      if (beta > 0.0 && step == 2) CHECK(metrics.at("kl") > 0.0);  // the policy moved away from the frozen copy
+    }
+  }
 }
 
 TEST_CASE("GrpoTrainer: a bf16 model trains through fp32 master weights or compensated bf16 AdamW, a LoRA model trains "
@@ -487,7 +519,7 @@ TEST_CASE("GrpoTrainer: the sampler's probabilities against the trainer's recomp
     model->to(dtype);
     auto options = small_options();
     options.sampling.max_new_tokens = 6;
-    options.kl_in_reward.control.beta = 0.01;  // the rollout policy's log-probs are recomputed
+    options.kl_in_reward.beta = 0.01;  // the rollout policy's log-probs are recomputed
     train::GrpoTrainer trainer(model, task, scorer, group, options);
     trainer.begin_step(1);
     const auto batch = trainer.collect_groups(1);

@@ -15,7 +15,7 @@ TEST_CASE("adaptive KL controller follows the published update rule", "[train][k
   //   KL 0.11: error +0.1,                β = 0.100512·1.00256              = 0.10076931072
   //   KL 0:    error −1 → clipped −0.2,   β = 0.10076931072·0.99488         = 0.1002533718491136
   //   KL 0.1:  error 0,                   β unchanged
-  KlController controller({.type = KlControl::adaptive, .beta = 0.1, .target = 0.1, .horizon = 10000});
+  KlController controller(0.1, {.type = KlControl::adaptive, .target = 0.1, .horizon = 10000});
   CHECK(controller.update(0.15, 256) == Approx(0.100512).epsilon(1e-14));
   CHECK(controller.update(0.11, 256) == Approx(0.10076931072).epsilon(1e-14));
   CHECK(controller.update(0.0, 256) == Approx(0.1002533718491136).epsilon(1e-14));
@@ -23,7 +23,7 @@ TEST_CASE("adaptive KL controller follows the published update rule", "[train][k
   // No measurement (no reference this step): unchanged.
   CHECK(controller.update(std::nan(""), 256) == Approx(0.1002533718491136).epsilon(1e-14));
   // The clip bounds one step's move: a huge KL over horizon sequences multiplies β by exactly 1.2.
-  KlController fast({.type = KlControl::adaptive, .beta = 1.0, .target = 0.01, .horizon = 100});
+  KlController fast(1.0, {.type = KlControl::adaptive, .target = 0.01, .horizon = 100});
   CHECK(fast.update(1e6, 100) == Approx(1.2));
   CHECK(fast.update(0.0, 100) == Approx(1.2 * 0.8));
   // Restore (checkpoint) sets β; the rule continues from it.
@@ -32,16 +32,16 @@ TEST_CASE("adaptive KL controller follows the published update rule", "[train][k
 }
 
 TEST_CASE("fixed KL controller never moves, options are validated", "[train][kl_controller]") {
-  KlController fixed({.beta = 0.04});
+  KlController fixed(0.04);
   CHECK(fixed.update(5.0, 1000) == 0.04);
   CHECK(grpo::train::parse_kl_control("adaptive") == KlControl::adaptive);
   CHECK_THROWS_WITH(grpo::train::parse_kl_control("pid"), Catch::Contains("unknown KL controller 'pid'"));
-  CHECK_THROWS_AS(KlController({.type = KlControl::adaptive, .beta = 0.0}), grpo::ConfigError);
-  CHECK_THROWS_WITH(KlController({.type = KlControl::adaptive, .beta = 0.1, .target = 0.0}),
+  CHECK_THROWS_AS(KlController(0.0, {.type = KlControl::adaptive}), grpo::ConfigError);
+  CHECK_THROWS_WITH(KlController(0.1, {.type = KlControl::adaptive, .target = 0.0}),
                     Catch::Contains("target must be > 0"));
-  CHECK_THROWS_WITH(KlController({.type = KlControl::adaptive, .beta = 0.1, .horizon = -1}),
+  CHECK_THROWS_WITH(KlController(0.1, {.type = KlControl::adaptive, .horizon = -1}),
                     Catch::Contains("horizon must be > 0"));
-  CHECK_THROWS_AS(KlController({.beta = -0.1}), grpo::ConfigError);
+  CHECK_THROWS_AS(KlController(-0.1), grpo::ConfigError);
   CHECK_THROWS_AS(fixed.update(0.1, -1), grpo::ConfigError);
   CHECK_THROWS_AS(fixed.restore(std::nan("")), grpo::ConfigError);
 }

@@ -78,7 +78,7 @@ TEST_CASE("GrpoTrainer: REINFORCE++ on KL-shaped token rewards equals the comput
   Run run([&](train::GrpoTrainerOptions& o) {
     train::select_advantage(o, "reinforce_plus_plus");  // verl's spelling
     o.token_advantage.gamma = gamma;
-    o.kl_in_reward = {.control = {.beta = beta}, .estimator = KlEstimator::k1};
+    o.kl_in_reward = {.beta = beta, .estimator = KlEstimator::k1};
   });
   auto& trainer = *run.trainer;
   trainer.step(1);  // the policy moves away from the reference
@@ -145,7 +145,7 @@ TEST_CASE("GrpoTrainer: a group estimator with KL in the reward takes total − 
   const double beta = 0.1;
   Run run([&](train::GrpoTrainerOptions& o) {
     train::select_advantage(o, "dr_grpo");  // r − group mean: easy to write by hand
-    o.kl_in_reward = {.control = {.beta = beta}, .estimator = KlEstimator::k2};
+    o.kl_in_reward = {.beta = beta, .estimator = KlEstimator::k2};
   });
   auto& trainer = *run.trainer;
   trainer.step(1);
@@ -177,8 +177,8 @@ TEST_CASE("GrpoTrainer: adaptive KL in the reward follows the controller's rule 
   const double target = 0.02, horizon = 40.0;
   Run run([&](train::GrpoTrainerOptions& o) {
     train::select_advantage(o, "grpo");
-    o.kl_in_reward = {.control = {.type = train::KlControl::adaptive, .beta = 0.05, .target = target,
-                                  .horizon = horizon},
+    o.kl_in_reward = {.beta = 0.05,
+                      .control = {.type = train::KlControl::adaptive, .target = target, .horizon = horizon},
                       .estimator = KlEstimator::low_var_kl};
   });
   std::vector<double> logged_kl, logged_beta;
@@ -205,8 +205,8 @@ TEST_CASE("GrpoTrainer: adaptive KL in the reward follows the controller's rule 
   train::CheckpointManager checkpoints({.directory = dir, .keep_last = 0});
   run.trainer->save(checkpoints, 5);
   Run resumed([&](train::GrpoTrainerOptions& o) {
-    o.kl_in_reward = {.control = {.type = train::KlControl::adaptive, .beta = 0.05, .target = target,
-                                  .horizon = horizon},
+    o.kl_in_reward = {.beta = 0.05,
+                      .control = {.type = train::KlControl::adaptive, .target = target, .horizon = horizon},
                       .estimator = KlEstimator::low_var_kl};
   });
   REQUIRE(resumed.trainer->restore(checkpoints) == 5);
@@ -295,7 +295,7 @@ TEST_CASE("select_advantage: one name picks one estimator, and bad names list bo
   o.token_advantage.gamma = 1.5;
   CHECK_THROWS_WITH(o.validate(), Catch::Contains("gamma"));
   o.token_advantage.gamma = 1.0;
-  o.kl_in_reward.control = {.type = train::KlControl::adaptive, .beta = 0.0};
+  o.kl_in_reward = {.beta = 0.0, .control = {.type = train::KlControl::adaptive}};
   CHECK(!o.kl_in_reward.enabled());
   CHECK_THROWS_WITH(o.validate(), Catch::Contains("kl_in_reward"));
 }

@@ -71,10 +71,11 @@ namespace grpo::train {
 /// (verl and ROLL apply_kl_penalty); sequences without tokens are left out of that mean (verl and ROLL count them as
 /// 0), and a step with none leaves β_r as it was. Independent of the KL loss term (GrpoTrainerOptions::kl).
 struct KlInRewardOptions {
-  KlControllerOptions control;              ///< β_r (0 = off; > 0 builds the frozen reference) and its control
+  double beta = 0.0;                        ///< β_r's initial value (0 = off; > 0 builds the frozen reference)
+  KlControlOptions control;                 ///< how β_r moves (fixed, or adaptive towards a target KL)
   KlEstimator estimator = KlEstimator::k1;  ///< verl and ROLL kl_penalty default "kl" (k1)
 
-  bool enabled() const { return control.beta > 0.0; }
+  bool enabled() const { return beta > 0.0; }
 };
 
 struct GrpoTrainerOptions {
@@ -87,8 +88,10 @@ struct GrpoTrainerOptions {
   SamplerOptions sampling;
   /// DeepScaleR-style context stages (context_schedule.hpp); empty = one stage of sampling.max_new_tokens.
   std::vector<ContextStage> stages;
-  /// The loss (a recipe, e.g. recipes::dapo(), with any changes). Each step its beta is the KL controller's and, for
-  /// dr_grpo, its max_completion_length is the stage's limit.
+  /// The loss (a recipe, e.g. recipes::dapo(), with any changes). loss.beta is the KL term's coefficient, its one
+  /// owner: the KL controller starts there (`kl` says how it moves) and each step's loss uses the controller's β;
+  /// β > 0 makes a frozen copy of the starting policy the reference. For dr_grpo, its max_completion_length is the
+  /// stage's limit.
   GrpoLossOptions loss;
   GroupAdvantageOptions advantage;
   /// A token-level estimator instead of `advantage` (token_advantages.hpp): on the token rewards, each completion's
@@ -102,9 +105,8 @@ struct GrpoTrainerOptions {
   /// rank's completions, as REINFORCE++'s whitening.
   bool whiten_advantages = false;
   KlInRewardOptions kl_in_reward;
-  /// β and its control (fixed, or adaptive towards a target KL). β > 0 makes a frozen copy of the starting policy the
-  /// reference.
-  KlControllerOptions kl;
+  /// How loss.beta moves over the run: fixed, or adaptive towards a target KL.
+  KlControlOptions kl;
   /// Adaptive entropy control (TRL use_adaptive_entropy): the entropy bonus coefficient starts at
   /// loss.entropy_coef and follows entropy_controller.hpp's rule, applied only while the entropy is at or below the
   /// target. Unset: loss.entropy_coef is fixed.
@@ -257,8 +259,8 @@ class TrainerCallback {
 class GrpoTrainer {
  public:
   /// Keeps references to `prompts`, `scorer` and `group`, which must outlive the trainer; shares `model` (the trainer
-  /// trains it in place). Builds the policy (at sampling.temperature), the frozen reference when kl.beta > 0, AdamW
-  /// over the parameters that require grad (a LoRA model's adapters; through fp32 master copies when they are in
+  /// trains it in place). Builds the policy (at sampling.temperature), the frozen reference when loss.beta > 0 or
+  /// kl_in_reward is on, AdamW over the parameters that require grad (a LoRA model's adapters; through fp32 master copies when they are in
   /// half precision: MasterWeights; or CompensatedAdamW with optimizer_precision compensated, its rounding seeded
   /// with `seed` so every rank rounds alike), the context schedule and the KL controller. Throws ConfigError for
   /// invalid options.

@@ -38,15 +38,17 @@ inline KlControl parse_kl_control(std::string_view name) {
   return ::grpo::detail::parse_enum(name, detail::kKlControlNames, "KL controller");
 }
 
-struct KlControllerOptions {
+/// How a KL coefficient β moves over a run; β itself is owned by what it weighs: GrpoLossOptions::beta for the loss's
+/// KL term (GrpoTrainerOptions::kl), KlInRewardOptions::beta for the KL in the reward.
+struct KlControlOptions {
   KlControl type = KlControl::fixed;
-  double beta = 0.0;        ///< initial β (verl kl_ctrl.kl_coef; adaptive needs β > 0: 0 would stay 0)
   double target = 0.1;      ///< adaptive: target KL per token (verl/ROLL default 0.1; TRL PPO's 6 is per sequence)
   double horizon = 10000;   ///< adaptive: sequences over which β may move by the clipped error (verl/ROLL 10000)
   double max_error = 0.2;   ///< adaptive: clip of the proportional error (0.2 in every reference system)
 
-  /// ConfigError naming the field: β negative or not finite; adaptive with β, target, horizon or max_error ≤ 0.
-  void validate() const {
+  /// ConfigError naming the field, for a controller starting at `beta`: β negative or not finite; adaptive with β,
+  /// target, horizon or max_error ≤ 0 (adaptive control scales β: 0 would stay 0).
+  void validate(double beta) const {
     GRPO_CHECK_CONFIG(std::isfinite(beta) && beta >= 0.0, "KL controller: beta must be finite and >= 0, got {}", beta);
     if (type != KlControl::adaptive) return;
     GRPO_CHECK_CONFIG(beta > 0.0, "KL controller: adaptive control needs an initial beta > 0 (it scales beta)");
@@ -60,8 +62,9 @@ struct KlControllerOptions {
 /// The current β and its update rule. A value type: copy it to snapshot, restore(beta) after loading a checkpoint.
 class KlController {
  public:
-  explicit KlController(KlControllerOptions options = {}) : options_(options), beta_(options.beta) {
-    options_.validate();
+  /// β starts at `beta` (verl kl_ctrl.kl_coef) and moves as `control` says. ConfigError from control.validate(beta).
+  explicit KlController(double beta = 0.0, KlControlOptions control = {}) : options_(control), beta_(beta) {
+    options_.validate(beta);
   }
 
   double beta() const { return beta_; }
@@ -84,10 +87,10 @@ class KlController {
     beta_ = beta;
   }
 
-  const KlControllerOptions& options() const { return options_; }
+  const KlControlOptions& options() const { return options_; }
 
  private:
-  KlControllerOptions options_;
+  KlControlOptions options_;
   double beta_;
 };
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -47,10 +48,10 @@ std::string string_or_empty(simdjson::ondemand::value v) {
   return std::string(std::string_view(v.get_string()));
 }
 
-// Math-Verify's suite with each row's harness: compare_strings → math_verify_test_harness(latex, expr) with the
-// row's rounding/strictness; parse_verify_defaults and the 4 sympy_expr_eq rows (whose strings are plain renderings
-// of SymPy objects) → math_verify_defaults().
-std::vector<Check> load_conformance(const std::filesystem::path& path) {
+// The rows of a gold/pred/expected JSONL file, each with the options `options_of(row)` gives (default options when
+// none is given).
+std::vector<Check> load_checks(const std::filesystem::path& path,
+                               const std::function<gm::VerifyOptions(simdjson::ondemand::object&)>& options_of = {}) {
   simdjson::ondemand::parser parser;
   const simdjson::padded_string json = simdjson::padded_string::load(path.string());
   std::vector<Check> checks;
@@ -61,25 +62,30 @@ std::vector<Check> load_conformance(const std::filesystem::path& path) {
     c.gold = string_or_empty(row["gold"]);
     c.pred = string_or_empty(row["pred"]);
     c.expected = row["expected"].get_bool();
-    simdjson::ondemand::object cfg = row["config"].get_object();
-    if (string_or_empty(cfg["harness"]) == "compare_strings") {
-      bool latex = false, expr = false;
-      for (auto target : cfg["extraction"].get_array()) {
-        const std::string_view t = target.get_string();
-        latex |= t == "latex";
-        expr |= t == "expr";
-      }
-      c.options = gm::math_verify_test_harness(latex, expr);
-      c.options.float_rounding = static_cast<int>(int64_t(cfg["float_rounding"]));
-      c.options.numeric_precision = static_cast<int>(int64_t(cfg["numeric_precision"]));
-      c.options.strict = bool(cfg["strict"]);
-      c.options.allow_set_relation_comp = bool(cfg["allow_set_relation_comp"]);
-    } else {
-      c.options = gm::math_verify_defaults();
-    }
+    if (options_of) c.options = options_of(row);
     checks.push_back(std::move(c));
   }
   return checks;
+}
+
+// Math-Verify's suite with each row's harness: compare_strings → math_verify_test_harness(latex, expr) with the
+// row's rounding/strictness; parse_verify_defaults and the 4 sympy_expr_eq rows (whose strings are plain renderings
+// of SymPy objects) → math_verify_defaults().
+gm::VerifyOptions conformance_options(simdjson::ondemand::object& row) {
+  simdjson::ondemand::object cfg = row["config"].get_object();
+  if (string_or_empty(cfg["harness"]) != "compare_strings") return gm::math_verify_defaults();
+  bool latex = false, expr = false;
+  for (auto target : cfg["extraction"].get_array()) {
+    const std::string_view t = target.get_string();
+    latex |= t == "latex";
+    expr |= t == "expr";
+  }
+  gm::VerifyOptions options = gm::math_verify_test_harness(latex, expr);
+  options.float_rounding = static_cast<int>(int64_t(cfg["float_rounding"]));
+  options.numeric_precision = static_cast<int>(int64_t(cfg["numeric_precision"]));
+  options.strict = bool(cfg["strict"]);
+  options.allow_set_relation_comp = bool(cfg["allow_set_relation_comp"]);
+  return options;
 }
 
 // A wrong answer that stays well-formed: the first digit changed (2/3 → 3/3, .0000672 → .1000672; the last digit
@@ -161,23 +167,6 @@ std::vector<Check> load_math500(const std::filesystem::path& path, const gm::Ver
 // One check is verify(gold, pred) end to end. With reuse_gold, consecutive checks sharing a gold string form a
 // group (as a GRPO group shares its prompt's answer): the gold is extracted and parsed once per group with
 // parse_answer, and each completion goes through parse_answer + verify_parsed.
-// The hand-written hard pairs, graded with the default options (the prediction is an <answer> tag).
-std::vector<Check> load_equivalence(const std::filesystem::path& path) {
-  simdjson::ondemand::parser parser;
-  const simdjson::padded_string json = simdjson::padded_string::load(path.string());
-  std::vector<Check> checks;
-  simdjson::ondemand::document_stream docs = parser.iterate_many(json);
-  for (auto doc : docs) {
-    simdjson::ondemand::object row = doc.get_object();
-    Check c;
-    c.gold = string_or_empty(row["gold"]);
-    c.pred = string_or_empty(row["pred"]);
-    c.expected = row["expected"].get_bool();
-    checks.push_back(std::move(c));
-  }
-  return checks;
-}
-
 void run(benchmark::State& state, const std::vector<Check>& checks, const std::string& source, bool reuse_gold) {
   if (checks.empty()) {
     state.SkipWithError(("no data: " + source + " not found (tests/data is missing)").c_str());
@@ -221,7 +210,8 @@ int main(int argc, char** argv) {
   const auto conformance_path = test_data_dir() / "conformance" / "math_verify_cases.jsonl";
   const auto math500_path = test_data_dir() / "datasets" / "roll_math_benchmarks.jsonl";
   const std::vector<Check> conformance =
-      std::filesystem::exists(conformance_path) ? load_conformance(conformance_path) : std::vector<Check>{};
+      std::filesystem::exists(conformance_path) ? load_checks(conformance_path, conformance_options)
+                                                : std::vector<Check>{};
   const bool have_math500 = std::filesystem::exists(math500_path);
   const std::vector<Check> math500_reward =
       have_math500 ? load_math500(math500_path, gm::VerifyOptions{}) : std::vector<Check>{};
@@ -229,7 +219,7 @@ int main(int argc, char** argv) {
       have_math500 ? load_math500(math500_path, gm::open_r1_accuracy()) : std::vector<Check>{};
   const auto equivalence_path = test_data_dir() / "equivalence_cases.jsonl";
   const std::vector<Check> equivalence =
-      std::filesystem::exists(equivalence_path) ? load_equivalence(equivalence_path) : std::vector<Check>{};
+      std::filesystem::exists(equivalence_path) ? load_checks(equivalence_path) : std::vector<Check>{};
   benchmark::RegisterBenchmark("verify/conformance_pairs",
                                [&](benchmark::State& s) { run(s, conformance, conformance_path.string(), false); })
       ->Unit(benchmark::kMillisecond);

@@ -4,6 +4,8 @@
 #include <grpo/core/error.hpp>
 #include <grpo/logprob/kernel_path.hpp>
 
+#include <cstdlib>
+
 namespace grpo {
 namespace {
 
@@ -13,6 +15,20 @@ constexpr detail::EnumNames<KernelPath, 3> kKernelPathNames{{
     {KernelPath::generic, "generic"},
 }};
 static_assert(detail::names_are_unique(kKernelPathNames));
+
+// The process's default: $GRPO_KERNEL_PATH (automatic, cpu or generic), read once; automatic when unset.
+KernelPath environment_path() {
+  static const KernelPath path = [] {
+    const char* value = std::getenv("GRPO_KERNEL_PATH");
+    if (value == nullptr || *value == '\0') return KernelPath::automatic;
+    try {
+      return detail::parse_enum(value, kKernelPathNames, "kernel path");
+    } catch (const ConfigError& e) {
+      detail::throw_formatted<ConfigError>("GRPO_KERNEL_PATH: {}", e.what());
+    }
+  }();
+  return path;
+}
 
 thread_local KernelPath forced_path = KernelPath::automatic;
 
@@ -26,7 +42,7 @@ ForceKernelPath::~ForceKernelPath() { forced_path = previous_; }
 
 KernelPath resolve_kernel_path(const torch::Tensor& tensor, std::string_view name, std::string_view what) {
   const bool on_cpu = tensor.device().is_cpu();
-  switch (forced_path) {
+  switch (forced_path == KernelPath::automatic ? environment_path() : forced_path) {
     case KernelPath::automatic:
       break;
     case KernelPath::cpu:

@@ -105,16 +105,20 @@ std::vector<CompletionLine> read_completions(const fs::path& output_dir) {
 }  // namespace
 
 // What the tiny task's held-out accuracy is without learning ("max d1 … d5 =", the answer the largest digit, uniform
-// over 1-9, every other digit below it): a constant answer is right 1 time in 9 (0.11); copying a prompt digit at
-// random is right when it picks the maximum, on average 1/5 of the time plus ties (about 0.2-0.37); the starting
-// policy, warmed up to copy a digit that is not the largest, scores about 0.05. Measured on this task: 0.94 after 140
-// and 160 steps (0.86 after 120). The learning tests ask for 0.9 (one rank) and 0.8 (two ranks, 0.895 measured),
-// above every one of those baselines; with GRPO_TEST_ZERO_LR=1 (the policy never updated) both fail.
+// over 1-9, every other digit below it): a constant answer is right 1 time in 9 (0.11); copying a prompt digit is
+// right when it is the maximum, on average 1/5 of the time plus ties (about 0.2-0.37); the starting policy, warmed up
+// to copy a digit that is not the largest, scores 0.00-0.03. The learning tests evaluate near-greedily
+// (kLearningEval: temperature 0.05, 128 problems × 2 samples), so the score is whether the policy's most likely answer
+// is right, not how much probability it has moved yet: decisive, where temperature-1 accuracy after 160 steps spread
+// from 0.76 to 0.95 over seeds. Each threshold sits about 0.1 or more below the worst final accuracy measured over
+// seeds 1-3 and three CPU paths (docs/testing.md), and at least 0.2 above the no-learning baseline (LoRA's 0.18); with
+// GRPO_TEST_ZERO_LR=1 (the policy never updated) every one fails.
 constexpr double kTinyTaskNoLearningBest = 0.37;
+const std::string kLearningEval = " --eval-problems 128 --eval-samples 2 --eval-temperature 0.05";
 
 TEST_CASE("r1_zero tiny task: GRPO lifts held-out accuracy, and the same seed gives the same curve", "[examples]") {
   const auto dir = scratch("tiny");
-  const auto run = r1_zero("--steps 160 --eval-every 160 --eval-problems 128 --eval-samples 2 --save-every 0" +
+  const auto run = r1_zero("--steps 160 --eval-every 160 --save-every 0" + kLearningEval +
                                grpo::testing::learning_rate_flag(""),
                            dir);
   INFO(run.out);
@@ -123,8 +127,8 @@ TEST_CASE("r1_zero tiny task: GRPO lifts held-out accuracy, and the same seed gi
   const double before = metrics.at(0).at("eval/mean_accuracy");
   const double after = metrics.at(160).at("eval/mean_accuracy");
   CHECK(before <= 0.1);  // the starting policy speaks the format but answers wrong
-  CHECK(after >= 0.9);
-  static_assert(0.9 > kTinyTaskNoLearningBest + 0.3);
+  CHECK(after >= 0.7);   // measured 0.80-1.00 (seed 1, this test's: 1.00 on every CPU path)
+  static_assert(0.7 > kTinyTaskNoLearningBest + 0.2);
   CHECK(metrics.at(160).at("rewards/format/mean") > 0.9);
 
   // The first steps again, in a second process: the same numbers.
@@ -141,18 +145,17 @@ TEST_CASE("r1_zero tiny task: GRPO lifts held-out accuracy, and the same seed gi
 TEST_CASE("r1_zero tiny task: ReMax (each prompt's greedy completion as the baseline) lifts held-out accuracy",
           "[examples]") {
   const auto dir = scratch("tiny_remax");
-  // ReMax's advantages are not normalised, and it learns this task a little slower than GRPO: measured 0.87 after
-  // 160 steps, 0.99 after 200 (GRPO, seed 1: 0.94 after 160).
-  const auto run = r1_zero("--advantage remax --steps 200 --eval-every 200 --eval-problems 128 --eval-samples 2 "
-                           "--save-every 0" + grpo::testing::learning_rate_flag(""),
+  // ReMax's advantages are not normalised, and it learns this task a little slower than GRPO: 200 steps.
+  const auto run = r1_zero("--advantage remax --steps 200 --eval-every 200 --save-every 0" + kLearningEval +
+                               grpo::testing::learning_rate_flag(""),
                            dir);
   INFO(run.out);
   REQUIRE(run.status == 0);
   const auto metrics = read_metrics(dir);
   CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.1);
   const double after = metrics.at(200).at("eval/mean_accuracy");
-  CHECK(after >= 0.9);
-  static_assert(0.9 > kTinyTaskNoLearningBest + 0.3);
+  CHECK(after >= 0.65);  // measured 0.76-1.00 (seed 1: 1.00 on every CPU path)
+  static_assert(0.65 > kTinyTaskNoLearningBest + 0.2);
   // The greedy completions were scored every step, and learned too.
   CHECK(metrics.at(1).count("rewards/greedy_baseline/mean") == 1);
   CHECK(metrics.at(200).at("rewards/greedy_baseline/mean") > metrics.at(1).at("rewards/greedy_baseline/mean"));
@@ -161,26 +164,24 @@ TEST_CASE("r1_zero tiny task: ReMax (each prompt's greedy completion as the base
 namespace {
 
 /// r1_zero --dtype bf16 --optimizer-precision `precision` on the tiny task: the model line says `model_line`, and
-/// held-out accuracy goes from ≤ 0.1 to ≥ 0.9 in 160 steps.
+/// held-out accuracy goes from ≤ 0.1 to ≥ 0.7 in 160 steps.
 void check_bf16_learns(const std::string& precision, const std::string& model_line) {
   const auto dir = scratch("tiny_bf16_" + precision);
   const auto run = r1_zero("--dtype bf16 --optimizer-precision " + precision + " --steps 160 --eval-every 160 "
-                           "--eval-problems 128 --eval-samples 2 --save-every 0" +
-                               grpo::testing::learning_rate_flag(""),
+                           "--save-every 0" + kLearningEval + grpo::testing::learning_rate_flag(""),
                            dir);
   INFO(run.out);
   REQUIRE(run.status == 0);
   CHECK_THAT(run.out, Catch::Contains(model_line));
   const auto metrics = read_metrics(dir);
   CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.1);
-  CHECK(metrics.at(160).at("eval/mean_accuracy") >= 0.9);
-  static_assert(0.9 > kTinyTaskNoLearningBest + 0.3);
+  CHECK(metrics.at(160).at("eval/mean_accuracy") >= 0.7);  // measured 0.80-1.00 (seed 1: 1.00 on every path)
+  static_assert(0.7 > kTinyTaskNoLearningBest + 0.2);
 }
 
 }  // namespace
 
 TEST_CASE("r1_zero --dtype bf16 (fp32 master weights) learns the tiny task as fp32 does", "[examples][precision]") {
-  // fp32 reaches 0.94 after 160 steps (seed 1); bf16 measured 0.91 after 150 and 0.99 after 200.
   check_bf16_learns("fp32_master", "bf16 with fp32 master weights");
 }
 
@@ -205,17 +206,21 @@ TEST_CASE("r1_zero runs with OMP_WAIT_POLICY=PASSIVE unless the environment sets
 TEST_CASE("r1_zero --lora-r trains adapters only and learns the tiny task, and the adapter it writes loads back",
           "[examples][lora]") {
   const auto dir = scratch("tiny_lora");
-  // LoRA learns this 64-wide model more slowly than full fine-tuning (its embeddings and head stay frozen): measured
-  // 0.43 held-out after 200 steps (r 16, α 32, every projection) against 0.99 for full fine-tuning, from 0.05.
-  const auto run = r1_zero("--lora-r 16 --lora-alpha 32 --lora-dropout 0 --lora-target-modules all-linear --lr 5e-3 "
-                           "--steps 200 --eval-every 200 --eval-problems 128 --eval-samples 2 --save-every 100",
+  // LoRA learns this 64-wide model more slowly than full fine-tuning (its embeddings and head stay frozen), and at
+  // temperature 1 its held-out accuracy after 200 steps was 0.40-0.49 over seeds and CPU paths (0.31 on a CPU with
+  // AMX), too near the 0.37 of no learning; its most likely answer is right far more often: 0.68-1.00 near-greedily.
+  // More steps do not help at this learning rate (0.04 after 400 steps, seed 1: it collapses), nor does a higher one.
+  const auto run = r1_zero("--lora-r 16 --lora-alpha 32 --lora-dropout 0 --lora-target-modules all-linear "
+                           "--steps 200 --eval-every 200 --save-every 100" + kLearningEval +
+                               grpo::testing::learning_rate_flag(" --lr 5e-3"),
                            dir);
   INFO(run.out);
   REQUIRE(run.status == 0);
   CHECK_THAT(run.out, Catch::Contains("LoRA r=16 on 14 modules"));
   const auto metrics = read_metrics(dir);
   CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.1);
-  CHECK(metrics.at(200).at("eval/mean_accuracy") >= 0.35);
+  CHECK(metrics.at(200).at("eval/mean_accuracy") >= 0.55);  // measured 0.68-1.00, see above
+  static_assert(0.55 > kTinyTaskNoLearningBest + 0.15);
   // The base weights did not move: the final checkpoint's model equals the step-100 one; the adapters did.
   const auto checkpoints = dir / "checkpoints";
   const auto at_100 = grpo::io::load_checkpoint_tensors(checkpoints / "checkpoint-100");
@@ -276,6 +281,12 @@ TEST_CASE("r1_zero rejects bad flags and config files with the field at fault", 
   r = r1_zero("--loss ppo --steps 1", dir);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("unknown loss recipe 'ppo'"));
+  // The kernel-path variable of the environment (docs/testing.md) is named when it holds no path.
+  const auto bad_path = grpo::testing::run_command("GRPO_KERNEL_PATH=avx9 " + std::string(GRPO_R1_ZERO_PATH) +
+                                                   " --output-dir " + (dir / "path").string() +
+                                                   " --steps 1 --eval-every 0 --save-every 0 2>&1");
+  CHECK(bad_path.status != 0);
+  CHECK_THAT(bad_path.out, Catch::Contains("GRPO_KERNEL_PATH: unknown kernel path 'avx9'"));
   r = r1_zero("--task data", dir);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("--model DIR and --data FILE"));
@@ -771,14 +782,14 @@ TEST_CASE("r1_zero on two ranks learns the tiny task", "[examples][distributed]"
   const auto dir = scratch("two_ranks_learn");
   const auto run = grpo::testing::run_command(
       std::string(GRPO_SOURCE_DIR) + "/scripts/launch.sh -n 2 " + GRPO_R1_ZERO_PATH + " --output-dir " +
-      dir.string() + " --steps 160 --eval-every 160 --eval-problems 128 --eval-samples 2 --save-every 0" +
-      " --no-tensorboard" + grpo::testing::learning_rate_flag("") + " 2>&1");
+      dir.string() + " --steps 160 --eval-every 160 --save-every 0" + kLearningEval + " --no-tensorboard" +
+      grpo::testing::learning_rate_flag("") + " 2>&1");
   INFO(run.out);
   REQUIRE(run.status == 0);
   const auto metrics = read_metrics(dir);
   CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.1);
-  CHECK(metrics.at(160).at("eval/mean_accuracy") >= 0.8);  // 0.895 measured; see kTinyTaskNoLearningBest
-  static_assert(0.8 > kTinyTaskNoLearningBest + 0.3);
+  CHECK(metrics.at(160).at("eval/mean_accuracy") >= 0.7);  // measured 0.80-1.00 (seed 1: 1.00 on both CPU paths)
+  static_assert(0.7 > kTinyTaskNoLearningBest + 0.2);
   for (std::int64_t step = 1; step <= 160; ++step) CHECK(std::isfinite(metrics.at(step).at("loss")));
 }
 

@@ -14,6 +14,11 @@
 //
 // The path is chosen when a kernel's forward runs and recorded with its autograd node, so its backward takes the
 // same path whatever thread runs it and whether or not the guard is still alive.
+//
+// A whole process can start with another path: GRPO_KERNEL_PATH=generic in the environment (or cpu, automatic) is
+// what KernelPath::automatic resolves to on every thread, as if each began under ForceKernelPath, so a program runs
+// as on a CPU without the fused and AVX-512 kernels (the suite's restricted-CPU runs, docs/testing.md). An unknown
+// value makes the first kernel call throw ConfigError naming the variable.
 #pragma once
 
 #include <torch/torch.h>

@@ -27,12 +27,26 @@
 // A whole step's row is followed by the sampler's probabilities against the trainer's recomputation of them (the KL
 // in the reward makes the trainer recompute the rollout policy's log-probs): verl's training/rollout_probs_diff_*.
 //
-//   bench_step [--layers 24] [--completion 512] [--memory-completion 1024] [--only NAME,...]
+// The bound of each row is the machine's matrix-product rate for its dtype at the model's own projection shapes
+// (q, k, v, o, gate, up, down and the lm_head over 4096 tokens), measured in the same run; the last lines set the
+// bf16/fp32 step ratio beside that bf16/fp32 matrix-product ratio (the goal: a step ratio >= 0.8 x the GEMM ratio).
+//
+// --device cuda runs every row on the GPU (cuda:0; a CUDA build, GRPO_CUDA): the model, the sampler and the update
+// there, the process group NCCL with world size 1, memory as the CUDA allocator's peak, the bound as the GPU's
+// matrix-product rate. scripts/gpu-check.sh runs it so.
+//
+//   bench_step [--layers 24] [--completion 512] [--memory-completion 1024] [--only NAME,...] [--device cpu|cuda]
 #include <grpo/grpo.hpp>
 
 #include <support/bench_support.hpp>
 
 #include <fmt/format.h>
+
+#ifdef GRPO_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+#include <torch/cuda.h>
+#include <torch/version.h>
 
 #include <malloc.h>
 #include <unistd.h>
@@ -54,7 +68,13 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 
 struct Shape {
   int64_t layers = 24, prompt = 128, group = 8, completion = 512, memory_completion = 1024;
+  torch::Device device{torch::kCPU};
 };
+
+/// Waits for the GPU's queued work, so that a wall-clock time covers it.
+void sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
 
 /// Prompt tokens are fixed; a completion's reward is the fraction of its tokens that are even, so rewards spread.
 struct SyntheticSource final : grpo::train::PromptSource {
@@ -107,11 +127,25 @@ grpo::train::GrpoTrainerOptions trainer_options(const Shape& shape) {
   return o;
 }
 
-/// This machine's matrix-product rate (FLOP/s) for `dtype` at the shape of an MLP projection of 4096 tokens.
-double matmul_peak(torch::ScalarType dtype) {
-  auto a = torch::randn({4096, 896}).to(dtype), b = torch::randn({896, 4864}).to(dtype);
-  return 2.0 * 4096 * 896 * 4864 /
-         grpo::bench::best_seconds([&] { benchmark::DoNotOptimize(torch::mm(a, b).data_ptr()); }, 3);
+/// The device's matrix-product rate (FLOP/s) for `dtype` at the model's projection shapes over 4096 tokens: every
+/// [4096, in] x [in, out] product of one layer and the lm_head, each timed at its best of 3, their FLOPs over their
+/// summed times.
+double matmul_peak(const grpo::models::ModelConfig& c, torch::ScalarType dtype, const torch::Device& device) {
+  const int64_t tokens = 4096, kv = c.num_key_value_heads * c.head_dimension();
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {c.hidden_size, c.num_attention_heads * c.head_dimension()}, {c.hidden_size, kv}, {c.hidden_size, kv},
+      {c.num_attention_heads * c.head_dimension(), c.hidden_size}, {c.hidden_size, c.intermediate_size},
+      {c.hidden_size, c.intermediate_size}, {c.intermediate_size, c.hidden_size}, {c.hidden_size, c.vocab_size}};
+  double flops = 0, seconds = 0;
+  for (const auto& [in, out] : shapes) {
+    auto a = torch::randn({tokens, in}).to(device, dtype), b = torch::randn({in, out}).to(device, dtype);
+    flops += 2.0 * static_cast<double>(tokens * in * out);
+    seconds += grpo::bench::best_seconds([&] {
+      benchmark::DoNotOptimize(torch::mm(a, b).data_ptr());
+      sync(device);
+    }, 3);
+  }
+  return flops / seconds;
 }
 
 struct Row {
@@ -124,15 +158,32 @@ struct Row {
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
-/// Returns the heap's free memory to the system (what earlier rows and the first update freed but glibc kept), then
-/// resets the kernel's high-water mark; returns the resident memory at that point (GiB). The peak after it is what
-/// the measured phase needs on top of what is live.
-double reset_peak() {
+/// CPU: returns the heap's free memory to the system (what earlier rows and the first update freed but glibc kept),
+/// then resets the kernel's high-water mark; returns the resident memory at that point (GiB). GPU: the same with the
+/// CUDA caching allocator's allocated bytes. The peak after it is what the measured phase needs on top of what is
+/// live.
+double reset_peak(const torch::Device& device) {
+  if (device.is_cuda()) {
+#ifdef GRPO_WITH_CUDA
+    sync(device);
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    return gib(c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].current);
+#endif
+  }
   malloc_trim(0);
   std::ofstream("/proc/self/clear_refs") << "5";
   return gib(grpo::bench::proc_status_bytes("VmRSS"));
 }
-double peak_gib() { return gib(grpo::bench::proc_status_bytes("VmHWM")); }
+double peak_gib(const torch::Device& device) {
+  if (device.is_cuda()) {
+#ifdef GRPO_WITH_CUDA
+    sync(device);
+    return gib(c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].peak);
+#endif
+  }
+  return gib(grpo::bench::proc_status_bytes("VmHWM"));
+}
 
 int64_t parameter_count(const grpo::models::CausalLM& model, bool trainable_only) {
   int64_t n = 0;
@@ -163,18 +214,26 @@ double update_flops(const grpo::models::CausalLM& model, int64_t batch, int64_t 
   return forward * (1.0 + (v.lora ? 1.0 : 2.0) + (v.checkpointing ? 1.0 : 0.0));
 }
 
-grpo::models::CausalLM load(const fs::path& checkpoint, const Variant& v) {
+grpo::models::CausalLM load(const fs::path& checkpoint, const Variant& v, const torch::Device& device) {
   auto model = grpo::models::from_pretrained(checkpoint, v.dtype);
   if (v.lora) grpo::models::add_lora(model, {.rank = 16, .alpha = 32, .target_modules = {"all-linear"}});
+  model->to(device);
   model->set_gradient_checkpointing(v.checkpointing);
   return model;
+}
+
+/// One process; on a GPU its group is NCCL (world size 1: the NCCL group is built and its collectives run).
+grpo::train::ProcessGroupOptions group_options(const torch::Device& device) {
+  grpo::train::ProcessGroupOptions o;
+  if (device.is_cuda()) o.backend = grpo::train::DistributedBackend::nccl;
+  return o;
 }
 
 /// GrpoTrainer::step, with the trainer's own phase times.
 /// A trainer over the checkpoint loaded as `v` asks, with everything it refers to.
 struct Run {
   Run(const fs::path& checkpoint, const Shape& shape, const Variant& v, grpo::train::GrpoTrainerOptions options)
-      : model(load(checkpoint, v)), source(shape.prompt),
+      : model(load(checkpoint, v, shape.device)), source(shape.prompt), group(group_options(shape.device)),
         trainer(model, source, scorer, group, with_precision(std::move(options), v)) {}
   static grpo::train::GrpoTrainerOptions with_precision(grpo::train::GrpoTrainerOptions options, const Variant& v) {
     options.optimizer_precision = v.precision;
@@ -183,17 +242,17 @@ struct Run {
   grpo::models::CausalLM model;
   SyntheticSource source;
   grpo::train::StepScorer scorer = even_token_scorer();
-  grpo::train::ProcessGroup group{grpo::train::ProcessGroupOptions{}};
+  grpo::train::ProcessGroup group;
   grpo::train::GrpoTrainer trainer;
 };
 
 Row trainer_step(const fs::path& checkpoint, const Shape& shape, const Variant& v) {
   Run run(checkpoint, shape, v, trainer_options(shape));
   auto& model = run.model;
-  const double before = reset_peak();
+  const double before = reset_peak(shape.device);
   const auto report = run.trainer.step(1);
   Row row{.name = v.name, .dtype = v.dtype};
-  row.peak_gib = peak_gib();
+  row.peak_gib = peak_gib(shape.device);
   row.added_gib = row.peak_gib - before;
   row.step_seconds = report.seconds;
   for (const auto& [name, value] : report.scalars) {
@@ -234,12 +293,13 @@ Row update_only(const fs::path& checkpoint, const Shape& shape, const Variant& v
   }
   const auto advantages = trainer.advantages(batch);
   trainer.policy_update(batch, advantages);  // creates AdamW's state
-  const double before = reset_peak();
+  const double before = reset_peak(shape.device);
   const auto start = Clock::now();
   const auto update = trainer.policy_update(batch, advantages);
+  sync(shape.device);
   Row row{.name = v.name, .dtype = v.dtype};
   row.step_seconds = since(start);
-  row.peak_gib = peak_gib();
+  row.peak_gib = peak_gib(shape.device);
   row.added_gib = row.peak_gib - before;
   row.timing = {{"update_actor", row.step_seconds},
                 {"update_actor/forward", update.forward_seconds},
@@ -252,24 +312,27 @@ Row update_only(const fs::path& checkpoint, const Shape& shape, const Variant& v
 
 /// The plain eager composition of the same step (fp32).
 Row eager_step(const fs::path& checkpoint, const Shape& shape) {
+  const torch::Device device = shape.device;
   auto model = grpo::models::from_pretrained(checkpoint, torch::kFloat32);
+  model->to(device);
   model->set_attention_implementation(grpo::models::AttentionImplementation::eager);
   auto reference = grpo::models::deep_copy(model);
   for (auto& p : reference->parameters()) p.set_requires_grad(false);
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-6).weight_decay(0.0));
   SyntheticSource source(shape.prompt);
   const int64_t batch = shape.group, tp = shape.prompt, tc = shape.completion;
-  const double before = reset_peak();
+  const double before = reset_peak(device);
   Row row{.name = "eager_fp32", .dtype = torch::kFloat32};
   const auto step_start = Clock::now();
   // Generation: KV cache, full logits of the last position, softmax, multinomial.
   auto start = Clock::now();
-  auto prompt = torch::tensor(source.prompt).unsqueeze(0).repeat({batch, 1});
+  auto prompt = torch::tensor(source.prompt).unsqueeze(0).repeat({batch, 1}).to(device);
+  const auto on_device = torch::TensorOptions().dtype(torch::kInt64).device(device);
   torch::Tensor completion;
   {
     torch::NoGradGuard no_grad;
     grpo::models::KvCache cache;
-    auto mask = torch::ones({batch, tp}, torch::kInt64);
+    auto mask = torch::ones({batch, tp}, on_device);
     auto input = prompt;
     std::vector<torch::Tensor> tokens;
     for (int64_t t = 0; t < tc; ++t) {
@@ -277,10 +340,11 @@ Row eager_step(const fs::path& checkpoint, const Shape& shape) {
       auto token = torch::multinomial(torch::softmax(logits, -1), 1);
       tokens.push_back(token);
       input = token;
-      mask = torch::cat({mask, torch::ones({batch, 1}, torch::kInt64)}, 1);
+      mask = torch::cat({mask, torch::ones({batch, 1}, on_device)}, 1);
     }
     completion = torch::cat(tokens, 1);
   }
+  sync(device);
   row.timing["gen"] = since(start);
   start = Clock::now();
   auto rewards = (completion.remainder(2) == 0).to(torch::kFloat32).mean(1);
@@ -296,9 +360,11 @@ Row eager_step(const fs::path& checkpoint, const Shape& shape) {
     torch::NoGradGuard no_grad;
     start = Clock::now();
     old = completion_log_probs(model);
+    sync(device);
     row.timing["old_log_prob"] = since(start);
     start = Clock::now();
     ref = completion_log_probs(reference);
+    sync(device);
     row.timing["ref"] = since(start);
   }
   // Two micro-batches of 4 sequences (gradient accumulation), as the trainer runs.
@@ -311,19 +377,22 @@ Row eager_step(const fs::path& checkpoint, const Shape& shape) {
     auto loss = grpo::bench::eager_dapo_loss(log_probs, old.narrow(0, begin, micro), ref.narrow(0, begin, micro),
                                              advantages.narrow(0, begin, micro), torch::ones_like(log_probs), 0.2,
                                              0.28, 0.04) * 0.5;
+    sync(device);
     row.timing["update_actor/forward"] += since(start);
     start = Clock::now();
     loss.backward();
+    sync(device);
     row.timing["update_actor/backward"] += since(start);
   }
   start = Clock::now();
   torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
   optimizer.step();
+  sync(device);
   row.timing["update_actor/optimizer"] = since(start);
   row.timing["update_actor"] =
       row.timing["update_actor/forward"] + row.timing["update_actor/backward"] + row.timing["update_actor/optimizer"];
   row.step_seconds = since(step_start);
-  row.peak_gib = peak_gib();
+  row.peak_gib = peak_gib(device);
   row.added_gib = row.peak_gib - before;
   row.generated_tokens = static_cast<double>(batch * tc);
   row.trained_tokens = static_cast<double>(batch * (tp + tc));
@@ -358,28 +427,41 @@ int main(int argc, char** argv) {
     if (flag == "--layers") shape.layers = std::stoll(value);
     else if (flag == "--completion") shape.completion = std::stoll(value);
     else if (flag == "--memory-completion") shape.memory_completion = std::stoll(value);
+    else if (flag == "--device") shape.device = torch::Device(value);
     else if (flag == "--only") {
       for (const std::string& name : grpo::bench::split_commas(value)) only.insert(name);
     } else {
-      fmt::print(stderr, "bench_step: unknown flag {} (--layers, --completion, --memory-completion, --only)\n", flag);
+      fmt::print(stderr, "bench_step: unknown flag {} (--layers, --completion, --memory-completion, --only, --device)\n", flag);
       return 2;
     }
   }
+  if (shape.device.is_cuda()) {
+#ifndef GRPO_WITH_CUDA
+    fmt::print(stderr, "bench_step: --device {}: this build has no CUDA code paths (configure a CUDA LibTorch with "
+               "-DGRPO_TORCH=pip; GRPO_CUDA)\n", shape.device.str());
+    return 2;
+#endif
+    if (!torch::cuda::is_available()) {
+      fmt::print(stderr, "bench_step: --device {}: no GPU is visible to this process\n", shape.device.str());
+      return 2;
+    }
+    if (!shape.device.has_index()) shape.device.set_index(0);
+  }
   grpo::bench::use_all_hardware_threads();
   const fs::path checkpoint = fs::temp_directory_path() / fmt::format("grpo_bench_step_{}", ::getpid());
+  grpo::models::ModelConfig config;  // Qwen2.5-0.5B's shape
+  config.num_hidden_layers = shape.layers;
   {
-    grpo::models::ModelConfig config;  // Qwen2.5-0.5B's shape
-    config.num_hidden_layers = shape.layers;
     torch::manual_seed(0);
     grpo::models::CausalLM model(config, grpo::models::WeightInit::normal, torch::kBFloat16);
     grpo::models::save_pretrained(model, checkpoint);
   }
-  const std::map<torch::ScalarType, double> peak = {{torch::kFloat32, matmul_peak(torch::kFloat32)},
-                                                   {torch::kBFloat16, matmul_peak(torch::kBFloat16)}};
-  fmt::print("Qwen2.5-0.5B shape, {} layers; prompt {}, G = {} × {} tokens; {} threads; matmul peak fp32 {:.0f} "
-             "GFLOP/s, bf16 {:.0f} GFLOP/s\n",
-             shape.layers, shape.prompt, shape.group, shape.completion, at::get_num_threads(),
-             peak.at(torch::kFloat32) / 1e9, peak.at(torch::kBFloat16) / 1e9);
+  const std::map<torch::ScalarType, double> peak = {{torch::kFloat32, matmul_peak(config, torch::kFloat32, shape.device)},
+                                                   {torch::kBFloat16, matmul_peak(config, torch::kBFloat16, shape.device)}};
+  fmt::print("Qwen2.5-0.5B shape, {} layers; prompt {}, G = {} × {} tokens; {} on {} ({} CPU threads); matrix "
+             "products at the model's shapes: fp32 {:.0f} GFLOP/s, bf16 {:.0f} GFLOP/s\n",
+             shape.layers, shape.prompt, shape.group, shape.completion, TORCH_VERSION, shape.device.str(),
+             at::get_num_threads(), peak.at(torch::kFloat32) / 1e9, peak.at(torch::kBFloat16) / 1e9);
   fmt::print("{:<22} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>8} {:>8} {:>7}\n", "config",
              "step_s", "gen", "reward", "old_lp", "ref", "update", "fwd", "bwd", "optim", "peak_GB", "+GB", "gen_tok/s",
              "upd_tok/s", "of_peak");
@@ -424,7 +506,13 @@ int main(int argc, char** argv) {
   auto seconds = [](const Row& r) { return r.step_seconds; };
   auto memory = [](const Row& r) { return r.peak_gib; };
   auto added = [](const Row& r) { return r.added_gib; };
-  ratio("fp32", "bf16", seconds, "step speed-up, bf16 mixed precision over fp32 (target >= 2.5)");
+  const double gemm_ratio = peak.at(torch::kBFloat16) / peak.at(torch::kFloat32);
+  fmt::print("{:<60} {:.2f}\n", "matrix-product speed-up, bf16 over fp32, at the model's shapes", gemm_ratio);
+  ratio("fp32", "bf16", seconds, "step speed-up, bf16 mixed precision over fp32");
+  if (rows.count("fp32") && rows.count("bf16")) {
+    fmt::print("{:<60} {:.2f}\n", "  as a share of the matrix-product speed-up (goal >= 0.8)",
+               rows.at("fp32").step_seconds / rows.at("bf16").step_seconds / gemm_ratio);
+  }
   ratio("eager_fp32", "fp32", seconds, "step speed-up, fp32 library over eager fp32");
   ratio("eager_fp32", "bf16", seconds, "step speed-up, bf16 library over eager fp32");
   ratio(update_ckpt, update_plain, memory,

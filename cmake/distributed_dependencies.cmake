@@ -18,20 +18,24 @@ target_compile_definitions(grpo_distributed_deps INTERFACE USE_C10D_GLOO)
 target_link_libraries(grpo_distributed_deps INTERFACE ${GRPO_GLOO_LIBRARY})
 
 # NCCL process groups (ProcessGroupOptions.backend nccl, and automatic with CUDA tensors): c10d's ProcessGroupNCCL,
-# compiled into a CUDA LibTorch 2.x (libtorch_cuda). ON by default when the LibTorch found has CUDA libraries
-# (TORCH_CUDA_LIBRARIES, set by TorchConfig.cmake); Debian's libtorch-dev is CPU-only, so it is OFF here.
-if(TORCH_CUDA_LIBRARIES)
-  set(grpo_nccl_default ON)
-else()
-  set(grpo_nccl_default OFF)
-endif()
-option(GRPO_WITH_NCCL "NCCL process groups (needs a CUDA build of LibTorch 2.x)" ${grpo_nccl_default})
-if(GRPO_WITH_NCCL)
-  if(NOT TORCH_CUDA_LIBRARIES OR Torch_VERSION VERSION_LESS 2.0)
-    message(FATAL_ERROR "GRPO_WITH_NCCL: needs a CUDA build of LibTorch 2.x; found LibTorch ${Torch_VERSION}"
-                        " without CUDA libraries (configure with -DGRPO_WITH_NCCL=OFF)")
+# compiled into a CUDA LibTorch 2.x (libtorch_cuda), built with the CUDA code paths (GRPO_CUDA, cmake/TorchPackage.cmake:
+# ON when the LibTorch found has CUDA libraries; Debian's libtorch-dev is CPU-only, so it is OFF there). nccl.h comes
+# with the LibTorch (a zip's include/) or, for a wheel, from PyPI's nvidia-nccl package beside torch.
+if(GRPO_CUDA)
+  if(Torch_VERSION VERSION_LESS 2.0)
+    message(FATAL_ERROR "GRPO_CUDA: NCCL process groups need a CUDA build of LibTorch 2.x; found ${Torch_VERSION} "
+                        "(configure with -DGRPO_CUDA=OFF)")
+  endif()
+  find_path(GRPO_NCCL_INCLUDE_DIR NAMES nccl.h
+            HINTS "${TORCH_INSTALL_PREFIX}/include" "${TORCH_INSTALL_PREFIX}/../nvidia/nccl/include"
+                  "${CUDAToolkit_INCLUDE_DIRS}")
+  if(NOT GRPO_NCCL_INCLUDE_DIR)
+    message(FATAL_ERROR "GRPO_CUDA: nccl.h not found beside LibTorch (${TORCH_INSTALL_PREFIX}) or in the CUDA "
+                        "toolkit: install PyPI's nvidia-nccl-cu13 (a dependency of the torch wheel) or NCCL's "
+                        "development package, or pass -DGRPO_NCCL_INCLUDE_DIR=<dir with nccl.h>")
   endif()
   # ProcessGroupNCCL.hpp declares nothing unless USE_C10D_NCCL is defined (as USE_C10D_GLOO above).
+  target_include_directories(grpo_distributed_deps INTERFACE $<BUILD_INTERFACE:${GRPO_NCCL_INCLUDE_DIR}>)
   target_compile_definitions(grpo_distributed_deps INTERFACE USE_C10D_NCCL GRPO_WITH_NCCL)
   target_link_libraries(grpo_distributed_deps INTERFACE ${TORCH_CUDA_LIBRARIES})
 endif()

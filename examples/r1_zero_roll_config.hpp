@@ -34,6 +34,7 @@
 #include <grpo/grpo.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <map>
 #include <optional>

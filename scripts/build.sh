@@ -2,17 +2,28 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs what is missing, configures a Release build in $GRPO_BUILD_DIR (default build/) and builds the given
 # targets (all when none). Used by demo.sh and test.sh.
+# $GRPO_TORCH picks the LibTorch (cmake/TorchPackage.cmake): pip (default: the torch wheel install-deps.sh puts in
+# .venv, LibTorch 2.x with CUDA) or system (Debian's libtorch-dev 1.13, CPU). A build directory configured for the
+# other one is configured anew.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${GRPO_BUILD_DIR:-$root/build}"
 jobs="${GRPO_JOBS:-$(nproc)}"
+torch="${GRPO_TORCH:-pip}"
 
 "$root/scripts/install-deps.sh"
 launcher=()
-# ccache, when installed, makes rebuilds of unchanged translation units (and other checkouts under the same base
-# directory) near free; it is optional and not installed by install-deps.sh.
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+# ccache, when installed, makes rebuilds of unchanged translation units (and other checkouts: paths are hashed
+# relative to the checkout) near free; it is optional and not installed by install-deps.sh.
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$root"
+fi
+if [ -f "$build/CMakeCache.txt" ] && ! grep -qx "GRPO_TORCH:STRING=$torch" "$build/CMakeCache.txt"; then
+  echo "build: $build was configured for another LibTorch; configuring it anew for GRPO_TORCH=$torch"
+  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRPO_TORCH="$torch" "${launcher[@]}" >/dev/null
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
 cmake --build "$build" -j "$jobs" "${targets[@]}"

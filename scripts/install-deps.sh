@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs the Debian packages grpo needs. Idempotent: prints nothing and changes nothing when all are present.
+# Installs the Debian packages grpo needs, then the project's Python environment .venv (scripts/python-env.sh: the
+# pinned torch wheel whose LibTorch the default build uses, and the reference tools' packages). Idempotent: prints
+# nothing and changes nothing when all are present.
 set -euo pipefail
 
 packages=(
@@ -30,3 +32,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+"$(dirname "${BASH_SOURCE[0]}")/python-env.sh" >/dev/null

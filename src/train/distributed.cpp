@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Data-parallel training on c10d (include/grpo/train/distributed.hpp).
 //
-// LibTorch versions. Everything here is written to the API LibTorch 1.13 and 2.x share:
-//   - TCPStore(host, TCPStoreOptions{port, isServer, numWorkers, waitWorkers, timeout}) and Store::set/get/add/check.
-//   - ProcessGroupGloo(store, rank, size, Options::create(timeout)) with Options::devices and createDeviceFor*.
-//   - broadcast / allreduce / barrier taking std::vector<at::Tensor>& and *Options, returning a Work to wait() on.
-// The one difference is the class ProcessGroupGloo derives from: c10d::ProcessGroup in 1.13, c10d::Backend in 2.x
-// (where ProcessGroup became a front that dispatches to per-device backends). Both bases declare the collectives
-// above with the same signatures, so this file holds the Gloo object through the alias CollectiveBackend and never
-// goes through the 2.x ProcessGroup front.
+// LibTorch versions: everything here is written to the API LibTorch 1.13 and 2.x share (TCPStore with
+// TCPStoreOptions, Store::set/get/add/check, ProcessGroupGloo and ProcessGroupNCCL with their Options, collectives
+// over std::vector<at::Tensor>& returning a Work), except the backends' base class: compat::CollectiveBackend
+// (src/core/torch_compat.hpp).
 #ifndef USE_C10D_GLOO
 #error "src/train/distributed.cpp needs USE_C10D_GLOO (cmake/distributed_dependencies.cmake defines it)"
 #endif
@@ -17,6 +13,7 @@
 #include <grpo/core/permutation.hpp>
 #include <grpo/train/distributed.hpp>
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -26,6 +23,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "../core/torch_compat.hpp"
 #include "mix64.hpp"
 
 #include <fmt/format.h>
@@ -44,11 +42,7 @@
 namespace grpo::train {
 
 namespace {
-#if TORCH_VERSION_MAJOR >= 2
-using CollectiveBackend = c10d::Backend;
-#else
-using CollectiveBackend = c10d::ProcessGroup;
-#endif
+using compat::CollectiveBackend;
 
 #ifdef NDEBUG
 constexpr bool kDebugBuild = false;
@@ -183,11 +177,24 @@ namespace detail {
 struct ProcessGroupState {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<CollectiveBackend> backend;
+  ProcessGroupState() = default;
+  ProcessGroupState(const ProcessGroupState&) = delete;
+  ProcessGroupState& operator=(const ProcessGroupState&) = delete;
+  ~ProcessGroupState() {
+    if (!backend) return;
+    try {
+      compat::shutdown(*backend);  // NCCL frees its communicators (and does not warn at exit)
+    } catch (const std::exception&) {
+      // A peer already gone: nothing left to end, and a destructor must not throw.
+    }
+  }
 };
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------------------------
 // Options.
+
+bool built_with_nccl() { return kHaveNccl; }
 
 void ProcessGroupOptions::validate() const {
   GRPO_CHECK_CONFIG(world_size >= 1, "ProcessGroupOptions.world_size (WORLD_SIZE) must be >= 1, got {}", world_size);
@@ -260,12 +267,23 @@ ProcessGroupOptions ProcessGroupOptions::from_env() { return from_env(ProcessGro
 
 ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(options)) {
   options_.validate();
-  if (options_.world_size == 1) return;
-  const std::string where = fmt::format("{}:{}", options_.master_addr, options_.master_port);
+  // One process: collectives are the identity, with no backend; an explicit NCCL request still builds the NCCL group
+  // (over an in-process store) so that its path can be run on a machine with one GPU.
+  const bool nccl_alone = options_.world_size == 1 && options_.backend == DistributedBackend::nccl;
+  if (options_.world_size == 1 && !nccl_alone) return;
   const std::string who = fmt::format("rank {} of {}", options_.rank, options_.world_size);
-  check_resolvable(options_.master_addr);
-
   state_ = std::make_unique<detail::ProcessGroupState>();
+  if (nccl_alone) {
+    state_->store = c10::make_intrusive<c10d::HashStore>();
+  } else {
+    rendezvous(who);
+  }
+  connect_backend(who);
+}
+
+void ProcessGroup::rendezvous(const std::string& who) {
+  const std::string where = fmt::format("{}:{}", options_.master_addr, options_.master_port);
+  check_resolvable(options_.master_addr);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(options_.master_port);
   store_options.isServer = options_.rank == 0;
@@ -333,11 +351,21 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(opt
     throw Error(fmt::format("ProcessGroup ({}): rendezvous at {} failed within {}: {}", who, where,
                             seconds(options_.rendezvous_timeout), short_message(e)));
   }
+}
 
+void ProcessGroup::connect_backend(const std::string& who) {
 #ifdef GRPO_WITH_NCCL
   // automatic: NCCL when a GPU is there (this build has NCCL), as ProcessGroupOptions documents.
   if (options_.backend == DistributedBackend::nccl ||
       (options_.backend == DistributedBackend::automatic && torch::cuda::is_available())) {
+    GRPO_CHECK_CONFIG(torch::cuda::is_available(),
+                      "ProcessGroupOptions.backend 'nccl' ({}): no GPU is visible to this process (no NVIDIA driver, "
+                      "or CUDA_VISIBLE_DEVICES hides them); NCCL exchanges tensors on GPUs: use 'gloo' on the CPU",
+                      who);
+    GRPO_CHECK_CONFIG(options_.local_rank < torch::cuda::device_count(),
+                      "ProcessGroupOptions.local_rank (LOCAL_RANK) {} ({}): this process sees {} GPU(s); NCCL needs "
+                      "one GPU per process on a machine",
+                      options_.local_rank, who, torch::cuda::device_count());
     try {
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(options_.local_rank));  // one GPU per process
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/train/grpo_trainer.hpp>
 
+#include <torch/cuda.h>
+
 #include <grpo/math/extract.hpp>
 #include <grpo/policy/decode.hpp>
 #include <grpo/rewards/executor.hpp>
@@ -23,6 +25,12 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Waits for `device`'s queued work, so that a phase's wall-clock time covers the GPU work it started (CUDA runs
+/// asynchronously; without this the time moves to the next phase that reads a result).
+void wait_for(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 /// The process's peak resident set so far, in GiB (getrusage; Linux reports kilobytes).
@@ -690,10 +698,12 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       inputs.entropy = lp.entropy;
       if (needs_sampler_log_probs) inputs.sampler_log_probs = on_device(rollout.sampler_log_probs);
       const auto result = loss(inputs, normaliser);
+      wait_for(lp.log_probs.device());
       out.forward_seconds += seconds_since(forward_started);
       const auto backward_started = std::chrono::steady_clock::now();
       result.loss.backward();
       master_.accumulate_gradients();  // half-precision gradients summed in fp32
+      wait_for(lp.log_probs.device());
       out.backward_seconds += seconds_since(backward_started);
       parts.push_back(loss_metric_values(result.metrics));
       bonus_entropy += result.metrics.bonus_entropy_sum;
@@ -709,6 +719,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
     all_reduce_gradients(group_, master_.masters());  // summed: each rank's loss has the global normaliser
     out.grad_norm = clip_and_step(*optimizer_, master_.masters(), options_.max_grad_norm);
     master_.masters_to_parameters();
+    if (!master_.masters().empty()) wait_for(master_.masters().front().device());
     out.optimizer_seconds += seconds_since(optimizer_started);
     if (entropy_.adaptive()) {  // the window's entropy over every rank's loss tokens
       entropy_.update(group_.all_reduce(bonus_entropy), group_.all_reduce(bonus_tokens));

@@ -10,6 +10,7 @@
 #include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/policy/sampler.hpp>
+#include <grpo/train/distributed.hpp>
 #include <grpo/train/grpo_trainer.hpp>
 #include <support/model_testing.hpp>
 
@@ -34,8 +35,9 @@ TEST_CASE("token_log_probs and linear_token_log_probs on a GPU equal the CPU ker
   torch::manual_seed(1);
   const auto logits = torch::randn({3, 5, 1001}, torch::kFloat64) * 3;
   const auto ids = torch::randint(0, 1001, {3, 5}, torch::kInt64);
+  // detach() first: on the CPU, to() returns the tensor itself, which must stay a constant for the GPU's run.
   auto run = [&](const torch::Device& device) {
-    auto x = logits.to(device).requires_grad_(true);
+    auto x = logits.detach().to(device).requires_grad_(true);
     auto out = grpo::token_log_probs(x, ids.to(device), {.temperature = 0.7, .with_entropy = true});
     (out.log_probs.sum() + out.entropy.sum()).backward();
     return std::tuple{out.log_probs.cpu(), out.entropy.cpu(), x.grad().cpu()};
@@ -48,7 +50,7 @@ TEST_CASE("token_log_probs and linear_token_log_probs on a GPU equal the CPU ker
 
   const auto hidden = torch::randn({2, 4, 16}, torch::kFloat64), weight = torch::randn({1001, 16}, torch::kFloat64);
   auto linear = [&](const torch::Device& device) {
-    auto h = hidden.to(device).requires_grad_(true), w = weight.to(device).requires_grad_(true);
+    auto h = hidden.detach().to(device).requires_grad_(true), w = weight.detach().to(device).requires_grad_(true);
     auto out = grpo::linear_token_log_probs(h, w, ids.narrow(0, 0, 2).narrow(1, 0, 4).to(device), {});
     out.log_probs.sum().backward();
     return std::tuple{out.log_probs.cpu(), h.grad().cpu(), w.grad().cpu()};
@@ -72,7 +74,7 @@ TEST_CASE("FusedGrpoLoss on a GPU equals the CPU kernel, loss and gradient", "[c
   options.beta = 0.04;
   const grpo::FusedGrpoLoss loss(options);
   auto run = [&](const torch::Device& device) {
-    auto x = lp.to(device).requires_grad_(true);
+    auto x = lp.detach().to(device).requires_grad_(true);
     grpo::LossInputs in{.log_probs = x, .old_log_probs = old.to(device), .ref_log_probs = ref.to(device),
                         .advantages = advantages.to(device), .mask = mask.to(device)};
     auto out = loss(in, loss.local_normaliser(in));
@@ -243,4 +245,29 @@ TEST_CASE("GrpoTrainer::policy_update on a GPU equals the CPU's (fp64, a fixed b
   const auto cpu = update(torch::kCPU), gpu = update(kCuda);
   REQUIRE(cpu.size() == gpu.size());
   for (std::size_t i = 0; i < cpu.size(); ++i) GRPO_REQUIRE_CLOSE(gpu[i], cpu[i], 1e-9, 1e-11);
+}
+
+TEST_CASE("ProcessGroup with backend nccl on one GPU: collectives run through NCCL, CPU tensors staged on the GPU",
+          "[cuda]") {
+  require_gpu();
+  namespace gt = grpo::train;
+  REQUIRE(gt::built_with_nccl());
+  gt::ProcessGroup group(gt::ProcessGroupOptions{.backend = gt::DistributedBackend::nccl});
+  REQUIRE(group.backend_name() == "nccl");
+  REQUIRE(group.exchange_device() == kCuda);
+  torch::Tensor on_gpu = torch::arange(6, torch::kFloat64).to(kCuda);
+  group.all_reduce_(on_gpu);  // one rank: the sum is the tensor itself, computed by NCCL on the GPU
+  GRPO_REQUIRE_CLOSE(on_gpu.cpu(), torch::arange(6, torch::kFloat64), 0.0, 0.0);
+  torch::Tensor on_cpu = torch::tensor({1.5f, -2.0f});
+  group.all_reduce_(on_cpu, gt::ReduceOp::max);
+  group.broadcast_(on_cpu, 0);
+  REQUIRE(on_cpu.device().is_cpu());
+  REQUIRE(on_cpu[1].item<float>() == -2.0f);
+  REQUIRE(group.all_reduce(2.5, gt::ReduceOp::min) == 2.5);
+  group.barrier();
+  // GPU gradients through the trainer's helper (one rank: left as they are, an undefined one made zeros).
+  torch::Tensor p = torch::ones({3}, torch::TensorOptions().device(kCuda).requires_grad(true));
+  (p * 2).sum().backward();
+  gt::all_reduce_gradients(group, {p});
+  GRPO_REQUIRE_CLOSE(p.grad().cpu(), torch::full({3}, 2.0f), 0.0, 0.0);
 }

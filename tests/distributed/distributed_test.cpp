@@ -623,7 +623,15 @@ TEST_CASE("ProcessGroupOptions: validation and the environment", "[distributed]"
   invalid([](auto& o) { o.world_size = 2, o.rank = 2; }, "rank (RANK) must be in [0, 2) for world_size 2, got 2");
   invalid([](auto& o) { o.world_size = 2, o.master_port = 70000; }, "master_port (MASTER_PORT) must be in [1, 65535]");
   invalid([](auto& o) { o.collective_timeout = std::chrono::milliseconds(0); }, "collective_timeout must be > 0");
-  invalid([](auto& o) { o.backend = gt::DistributedBackend::nccl; }, "this build has no c10d NCCL");
+  if (!gt::built_with_nccl()) {
+    invalid([](auto& o) { o.backend = gt::DistributedBackend::nccl; }, "this build has no c10d NCCL");
+  } else if (!torch::cuda::is_available()) {
+    // A CUDA build on a machine without a GPU (CI): NCCL is refused by name before c10d is asked.
+    REQUIRE_THROWS_AS(gt::ProcessGroup(gt::ProcessGroupOptions{.backend = gt::DistributedBackend::nccl}),
+                      grpo::ConfigError);
+    REQUIRE_THROWS_WITH(gt::ProcessGroup(gt::ProcessGroupOptions{.backend = gt::DistributedBackend::nccl}),
+                        Contains("backend 'nccl' (rank 0 of 1): no GPU is visible"));
+  }
 
   // from_env: restores the variables it touches.
   struct Env {

@@ -40,7 +40,9 @@ enum class DistributedBackend { automatic, gloo, nccl };
 /// Where the processes meet and how long they wait. Field names follow torchrun's environment variables.
 struct ProcessGroupOptions {
   int rank = 0;        ///< RANK: 0 .. world_size − 1; rank 0 hosts the TCPStore
-  int world_size = 1;  ///< WORLD_SIZE: number of processes; 1 = no rendezvous, collectives are the identity
+  /// WORLD_SIZE: number of processes; 1 = no rendezvous, collectives are the identity (with backend nccl, one
+  /// process still builds its NCCL group, over an in-process store, and exchanges through its GPU)
+  int world_size = 1;
   int local_rank = 0;  ///< LOCAL_RANK: index on this machine (picks the GPU with NCCL; informational with Gloo)
   std::string master_addr = "127.0.0.1";  ///< MASTER_ADDR: host of rank 0's TCPStore (numeric address or name)
   int master_port = 29500;                ///< MASTER_PORT: port of rank 0's TCPStore
@@ -69,6 +71,10 @@ struct ProcessGroupOptions {
   static ProcessGroupOptions from_env();
 };
 
+/// Whether this build has c10d NCCL (a CUDA LibTorch 2.x, built with GRPO_CUDA): DistributedBackend::nccl is
+/// accepted. Whether a GPU is there to run it on is torch::cuda::is_available().
+bool built_with_nccl();
+
 /// The reduction of ProcessGroup::all_reduce_.
 enum class ReduceOp { sum, min, max };
 
@@ -95,7 +101,7 @@ class ProcessGroup {
   int local_rank() const { return options_.local_rank; }
   /// Rank 0: the one that logs and writes checkpoints.
   bool is_main() const { return options_.rank == 0; }
-  /// "gloo", "nccl", or "none" for world size 1.
+  /// "gloo", "nccl", or "none" for world size 1 (unless backend nccl was asked for).
   std::string backend_name() const;
   const ProcessGroupOptions& options() const { return options_; }
 
@@ -113,6 +119,10 @@ class ProcessGroup {
 
  private:
   void check_tensor(const torch::Tensor& tensor, std::string_view what) const;
+  /// The TCPStore at master_addr:master_port and the join checks (world size agreed, each RANK claimed once).
+  void rendezvous(const std::string& who);
+  /// The collective backend over the store: NCCL or Gloo, as ProcessGroupOptions::backend chooses.
+  void connect_backend(const std::string& who);
 
   ProcessGroupOptions options_;
   std::unique_ptr<detail::ProcessGroupState> state_;

@@ -77,8 +77,13 @@ if(GRPO_CUDA AND NOT TORCH_CUDA_LIBRARIES)
                       "(no CUDA libraries): use -DGRPO_TORCH=pip with PyPI's torch wheel (a CUDA build), or "
                       "-DGRPO_CUDA=OFF")
 endif()
+if(GRPO_CUDA)
+  set(grpo_cuda_summary "ON (NCCL, device paths, tests/cuda; TORCH_CUDA_ARCH_LIST $ENV{TORCH_CUDA_ARCH_LIST})")
+else()
+  set(grpo_cuda_summary "OFF")
+endif()
 message(STATUS "grpo: LibTorch ${Torch_VERSION} (GRPO_TORCH=${GRPO_TORCH}, ${TORCH_INSTALL_PREFIX}); CUDA code "
-               "paths ${GRPO_CUDA}")
+               "paths ${grpo_cuda_summary}")
 
 # fmt. LibTorch 2.x ships fmt's headers in its own include directory, which every compile line names before
 # /usr/include: those are the headers the sources see, so they are used whole, header-only (FMT_HEADER_ONLY; linking

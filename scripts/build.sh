@@ -23,7 +23,13 @@ if [ -f "$build/CMakeCache.txt" ] && ! grep -qx "GRPO_TORCH:STRING=$torch" "$bui
   echo "build: $build was configured for another LibTorch; configuring it anew for GRPO_TORCH=$torch"
   rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
 fi
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRPO_TORCH="$torch" "${launcher[@]}" >/dev/null
+# Quiet unless it fails; the one line that says which LibTorch and which CUDA code paths this build has is shown.
+if ! configure_log="$(cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRPO_TORCH="$torch" \
+                            "${launcher[@]}" 2>&1)"; then
+  echo "$configure_log" >&2
+  exit 1
+fi
+grep '^-- grpo:' <<<"$configure_log" || true
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
 cmake --build "$build" -j "$jobs" "${targets[@]}"

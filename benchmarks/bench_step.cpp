@@ -324,6 +324,11 @@ Row eager_step(const fs::path& checkpoint, const Shape& shape) {
   const double before = reset_peak(device);
   Row row{.name = "eager_fp32", .dtype = torch::kFloat32};
   const auto step_start = Clock::now();
+  // Seconds since `start`, the device's queued work included.
+  auto elapsed = [&](Clock::time_point start) {
+    sync(device);
+    return since(start);
+  };
   // Generation: KV cache, full logits of the last position, softmax, multinomial.
   auto start = Clock::now();
   auto prompt = torch::tensor(source.prompt).unsqueeze(0).repeat({batch, 1}).to(device);
@@ -344,12 +349,11 @@ Row eager_step(const fs::path& checkpoint, const Shape& shape) {
     }
     completion = torch::cat(tokens, 1);
   }
-  sync(device);
-  row.timing["gen"] = since(start);
+  row.timing["gen"] = elapsed(start);
   start = Clock::now();
   auto rewards = (completion.remainder(2) == 0).to(torch::kFloat32).mean(1);
   auto advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-4);
-  row.timing["reward"] = since(start);
+  row.timing["reward"] = elapsed(start);
   const auto ids = torch::cat({prompt, completion}, 1);
   auto completion_log_probs = [&](grpo::models::CausalLM& m) {
     auto logits = m->forward(ids).narrow(1, tp - 1, tc);
@@ -360,12 +364,10 @@ Row eager_step(const fs::path& checkpoint, const Shape& shape) {
     torch::NoGradGuard no_grad;
     start = Clock::now();
     old = completion_log_probs(model);
-    sync(device);
-    row.timing["old_log_prob"] = since(start);
+    row.timing["old_log_prob"] = elapsed(start);
     start = Clock::now();
     ref = completion_log_probs(reference);
-    sync(device);
-    row.timing["ref"] = since(start);
+    row.timing["ref"] = elapsed(start);
   }
   // Two micro-batches of 4 sequences (gradient accumulation), as the trainer runs.
   const int64_t micro = batch / 2;
@@ -377,21 +379,18 @@ Row eager_step(const fs::path& checkpoint, const Shape& shape) {
     auto loss = grpo::bench::eager_dapo_loss(log_probs, old.narrow(0, begin, micro), ref.narrow(0, begin, micro),
                                              advantages.narrow(0, begin, micro), torch::ones_like(log_probs), 0.2,
                                              0.28, 0.04) * 0.5;
-    sync(device);
-    row.timing["update_actor/forward"] += since(start);
+    row.timing["update_actor/forward"] += elapsed(start);
     start = Clock::now();
     loss.backward();
-    sync(device);
-    row.timing["update_actor/backward"] += since(start);
+    row.timing["update_actor/backward"] += elapsed(start);
   }
   start = Clock::now();
   torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
   optimizer.step();
-  sync(device);
-  row.timing["update_actor/optimizer"] = since(start);
+  row.timing["update_actor/optimizer"] = elapsed(start);
   row.timing["update_actor"] =
       row.timing["update_actor/forward"] + row.timing["update_actor/backward"] + row.timing["update_actor/optimizer"];
-  row.step_seconds = since(step_start);
+  row.step_seconds = elapsed(step_start);
   row.peak_gib = peak_gib(device);
   row.added_gib = row.peak_gib - before;
   row.generated_tokens = static_cast<double>(batch * tc);

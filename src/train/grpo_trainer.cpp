@@ -6,7 +6,6 @@
 #include <grpo/math/extract.hpp>
 #include <grpo/policy/decode.hpp>
 #include <grpo/rewards/executor.hpp>
-#include <grpo/rewards/length_rewards.hpp>
 #include <grpo/models/lora.hpp>
 #include <grpo/train/optimizer_step.hpp>
 
@@ -46,13 +45,6 @@ namespace {
 
 using rewards::Completion;
 
-std::vector<std::vector<std::int64_t>> prompt_ids(const std::vector<Problem>& problems) {
-  std::vector<std::vector<std::int64_t>> out;
-  out.reserve(problems.size());
-  for (const Problem& p : problems) out.push_back(p.prompt_ids);
-  return out;
-}
-
 /// The text inside the last <answer>…</answer>, normalised, for majority voting.
 std::optional<std::string> answer_of(const std::string& text) {
   const auto close = text.rfind("</answer>");
@@ -60,23 +52,6 @@ std::optional<std::string> answer_of(const std::string& text) {
   const auto open = text.rfind("<answer>", close);
   if (open == std::string::npos) return std::nullopt;
   return math::normalize_latex(text.substr(open + 8, close - open - 8));
-}
-
-/// DAPO's soft overlong punishment of the stage (its limit, the last overlong_buffer tokens), weighted by
-/// overlong_factor and added to each completion's total (a total no reward could judge stays missing).
-void add_overlong_penalty(StepScores& scores, std::span<const Completion> batch, const ContextStage& stage) {
-  const rewards::SoftOverlongReward penalty({.max_completion_len = static_cast<std::size_t>(stage.max_new_tokens),
-                                             .soft_punish_cache = static_cast<std::size_t>(stage.overlong_buffer)});
-  const auto values = penalty.score(batch, {});
-  double sum = 0.0;
-  for (std::size_t b = 0; b < batch.size(); ++b) {
-    const double v = values[b].value_or(0.0f);
-    sum += v;
-    if (scores.total[b]) scores.total[b] = static_cast<float>(*scores.total[b] + stage.overlong_factor * v);
-    scores.rewards[b].emplace_back("soft_overlong", v);
-  }
-  scores.metrics.push_back({"rewards/soft_overlong/mean", batch.empty() ? 0.0 : sum / static_cast<double>(batch.size()),
-                            MetricReduction::weighted_mean, static_cast<double>(batch.size())});
 }
 
 /// The loss options of a step: `base` with the KL controller's β, the entropy controller's coefficient and, for
@@ -87,39 +62,6 @@ GrpoLossOptions step_loss_options(GrpoLossOptions base, double beta, double entr
   base.entropy_coef = entropy_coef;
   if (base.loss_type == LossType::dr_grpo) base.max_completion_length = max_new_tokens;
   return base;
-}
-
-/// [B] float64: what dynamic sampling needs to spread in each completion's group (GrpoTrainerOptions::
-/// dynamic_sampling_metric), NaN where a completion has no value.
-torch::Tensor spread_values(const StepScores& scores, const std::string& metric) {
-  const std::size_t n = scores.total.size();
-  std::vector<double> values(n, std::numeric_limits<double>::quiet_NaN());
-  if (metric == "total") {
-    for (std::size_t b = 0; b < n; ++b) {
-      if (scores.total[b]) values[b] = *scores.total[b];
-    }
-  } else if (metric == "accuracy" || metric == "acc") {
-    for (std::size_t b = 0; b < n; ++b) {
-      if (scores.judged[b]) values[b] = scores.correct[b];
-    }
-  } else {
-    bool found = n == 0;
-    for (std::size_t b = 0; b < n; ++b) {
-      for (const auto& [label, value] : scores.rewards[b]) {
-        if (label != metric) continue;
-        found = true;
-        if (value) values[b] = *value;
-      }
-    }
-    if (!found) {
-      std::vector<std::string> labels;
-      for (const auto& [label, value] : scores.rewards.front()) labels.push_back(label);
-      throw ConfigError(fmt::format("dynamic_sampling_metric: '{}' is neither total, accuracy (acc) nor a reward's "
-                                    "label (labels: {})",
-                                    metric, fmt::join(labels, ", ")));
-    }
-  }
-  return torch::tensor(values, torch::kFloat64);
 }
 
 LocalNormaliserOptions normaliser_options(std::int64_t max_completion_length) {
@@ -262,33 +204,37 @@ Scalars EvaluationReport::scalars() const {
 }
 
 GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
-                         GrpoTrainerOptions options)
+                         GrpoTrainerOptions options, GrpoTrainerParts parts)
     : model_(std::move(model)), prompts_(prompts), scorer_(scorer), group_(group),
       options_((options.validate(), std::move(options))),
       policy_(model_, {.temperature = options_.sampling.temperature,
                        .fp32_lm_head = options_.fp32_lm_head,
                        .pack_sequences = options_.pack_sequences}),
+      generator_(parts.generator ? std::move(parts.generator)
+                                 : std::make_shared<SamplerGenerator<models::CausalLM>>(model_)),
+      selection_({.metric = options_.dynamic_sampling_metric,
+                  .filter = options_.dynamic_sampling_filter,
+                  .domain_filters = options_.dynamic_sampling_domain_filters,
+                  .difficulty_mask = options_.difficulty_mask},
+                 prompts_.domain_names()),
       advantage_(options_.advantage),
       master_(trainable_parameters(*model_), options_.optimizer_precision),
-      optimizer_(make_adamw(master_, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay),
-                            options_.seed)),
       context_(stages_of(options_)), kl_(options_.loss.beta, options_.kl),
       reward_kl_(options_.kl_in_reward.beta, options_.kl_in_reward.control),
       entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
       lr_schedule_{.base_lr = options_.learning_rate, .warmup_steps = options_.warmup_steps,
                    .total_steps = options_.steps, .decay = options_.lr_decay} {
-  const std::vector<std::string> domains = prompts_.domain_names();
-  for (const auto& [name, filter] : options_.dynamic_sampling_domain_filters) {
-    GRPO_CHECK_CONFIG(std::find(domains.begin(), domains.end(), name) != domains.end(),
-                      "domains.{}.dynamic_sampling_filter: the prompts have no domain '{}' (domains: {})", name, name,
-                      fmt::join(domains, ", "));
-  }
-  for (const std::string& name : domains) {
-    const auto own = options_.dynamic_sampling_domain_filters.find(name);
-    domain_filters_.push_back(own != options_.dynamic_sampling_domain_filters.end() ? own->second
-                                                                                    : options_.dynamic_sampling_filter);
-  }
   GRPO_CHECK_CONFIG(!master_.masters().empty(), "GrpoTrainer: the model has no parameter that requires grad");
+  if (parts.optimizer) {
+    GRPO_CHECK_CONFIG(options_.optimizer_precision != OptimizerPrecision::compensated,
+                      "optimizer_precision compensated is the library's CompensatedAdamW; a custom optimizer "
+                      "(GrpoTrainerParts::optimizer) needs optimizer_precision fp32_master");
+    optimizer_ = parts.optimizer(master_.masters());
+    GRPO_CHECK(optimizer_ != nullptr, "GrpoTrainerParts::optimizer returned no optimizer");
+  } else {
+    optimizer_ = make_adamw(master_, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay),
+                            options_.seed);
+  }
   model_->eval();  // sampling and the log-prob pass; policy_update switches to training mode (LoRA dropout)
   broadcast_parameters(group_, *model_);  // every rank starts from rank 0's weights
   master_.parameters_to_masters();  // the masters of rank 0's weights
@@ -332,7 +278,23 @@ void GrpoTrainer::begin_step(std::int64_t step) {
   set_learning_rate(*optimizer_, learning_rate_);
 }
 
-std::vector<Completion> GrpoTrainer::completions_of(const Rollout& rollout, const std::vector<Problem>& problems,
+SamplerOptions GrpoTrainer::sampling_options(std::int64_t max_new_tokens, std::uint64_t seed) const {
+  SamplerOptions sampling = options_.sampling;
+  sampling.max_new_tokens = max_new_tokens;
+  sampling.eos_token_ids = prompts_.eos_token_ids();
+  sampling.pad_token_id = prompts_.pad_token_id();
+  sampling.seed = seed;
+  return sampling;
+}
+
+ScoreShaping GrpoTrainer::shaping() const {
+  const ContextStage& stage = context_.current();
+  return {.max_new_tokens = stage.max_new_tokens,
+          .overlong_buffer = stage.overlong_buffer,
+          .overlong_factor = stage.overlong_factor};
+}
+
+std::vector<Completion> GrpoTrainer::completions_of(const Rollout& rollout, std::span<const Problem> problems,
                                                     std::int64_t group_size) const {
   const auto ids = completion_token_ids(rollout);
   const auto truncated_flags = rollout.truncated.to(torch::kCPU).contiguous();
@@ -381,38 +343,30 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
                                       (round * 0x9E3779B97F4A7C15ULL);
     // Chunks of the shard's prompts, each sampled with its own seed (chunk 0's is the unchunked run's); a prefetching
     // scorer scores chunk k while chunk k + 1 is sampled.
-    scorer_.clear();
+    ScoringRound scoring = scorer_.round();
     std::vector<Rollout> chunks;
     std::vector<Completion> round_batch;
     const auto chunk_count = std::min<std::int64_t>(options_.generation_chunks, std::max<std::int64_t>(1, shard.size()));
     for (std::int64_t c = 0; c < chunk_count; ++c) {
       const auto begin = static_cast<std::size_t>(shard.size() * c / chunk_count);
       const auto end = static_cast<std::size_t>(shard.size() * (c + 1) / chunk_count);
-      const std::vector<Problem> part(problems.begin() + static_cast<std::ptrdiff_t>(begin),
-                                      problems.begin() + static_cast<std::ptrdiff_t>(end));
-      SamplerOptions sampling = options_.sampling;
-      sampling.max_new_tokens = stage.max_new_tokens;
-      sampling.eos_token_ids = prompts_.eos_token_ids();
-      sampling.pad_token_id = prompts_.pad_token_id();
-      sampling.seed = sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL);
-      Sampler sampler(sampling);
+      const std::span<const Problem> part = std::span<const Problem>(problems).subspan(begin, end - begin);
       const auto sampling_started = std::chrono::steady_clock::now();
-      {
-        torch::NoGradGuard no_grad;
-        chunks.push_back(sampler.generate(model_, prompt_ids(part), group_size));
-      }
+      chunks.push_back(generator_->generate(
+          {.problems = part,
+           .group_size = group_size,
+           .sampling = sampling_options(stage.max_new_tokens,
+                                        sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL))}));
       out.generation_seconds += seconds_since(sampling_started);
       auto chunk_batch = completions_of(chunks.back(), part, group_size);
       for (Completion& completion : chunk_batch) completion.group += begin;  // index into this round's problems
-      if (scorer_.prefetches()) scorer_.prefetch(chunk_batch);
+      scoring.add(chunk_batch);
       round_batch.insert(round_batch.end(), std::make_move_iterator(chunk_batch.begin()),
                          std::make_move_iterator(chunk_batch.end()));
     }
     const Rollout rollout = chunks.size() == 1 ? chunks.front() : concat_rollouts(chunks, prompts_.pad_token_id());
     const auto scoring_started = std::chrono::steady_clock::now();
-    scorer_.wait();
-    StepScores scores = scorer_.score(round_batch);
-    if (stage.overlong_buffer > 0) add_overlong_penalty(scores, round_batch, stage);
+    const StepScores scores = scoring.scores(round_batch, shaping());
     out.scoring_seconds += seconds_since(scoring_started);
     lengths.push_back(rollout.completion_lengths().to(torch::kFloat64));
     truncation.push_back(rollout.truncated.to(torch::kFloat64));
@@ -422,10 +376,7 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
     // summed over the ranks so that every rank sees the whole round.
     torch::Tensor flags = torch::zeros({2, round_prompts}, torch::kFloat64);
     auto flag = flags.accessor<double, 2>();
-    std::vector<std::size_t> shard_domains;
-    for (const Problem& problem : problems) shard_domains.push_back(problem.domain);
-    const auto informative = informative_by_domain(
-        spread_values(scores, options_.dynamic_sampling_metric).view({shard.size(), group_size}), shard_domains);
+    const auto informative = selection_.informative(scores, problems, group_size);
     for (std::int64_t i = 0; i < shard.size(); ++i) {
       double correct = 0.0, judged = 0.0;
       for (std::int64_t g = 0; g < group_size; ++g) {
@@ -484,6 +435,10 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   }
   out.sampled_lengths = torch::cat(lengths);
   out.sampled_truncated = torch::cat(truncation);
+  out.in_loss_groups = selection_.in_loss(out.totals, group_size);
+  if (out.in_loss_groups.defined()) {
+    out.difficulty_masked_groups = static_cast<double>((~out.in_loss_groups).sum().item<std::int64_t>());
+  }
   if (out.train && out.rows() > 0) {
     const auto greedy_started = std::chrono::steady_clock::now();
     add_greedy_baselines(out);
@@ -530,21 +485,11 @@ void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
   if (options_.token_advantage.estimator != TokenAdvantageEstimator::remax) return;
   // verl remax: one greedy (do_sample=False) completion per prompt, scored by the same reward, is the baseline of
   // every completion of that prompt.
-  const ContextStage& stage = context_.current();
-  SamplerOptions sampling = options_.sampling;
+  SamplerOptions sampling = sampling_options(context_.current().max_new_tokens, options_.sampling.seed);
   sampling.temperature = 0.0;
-  sampling.max_new_tokens = stage.max_new_tokens;
-  sampling.eos_token_ids = prompts_.eos_token_ids();
-  sampling.pad_token_id = prompts_.pad_token_id();
-  Rollout greedy;
-  {
-    torch::NoGradGuard no_grad;
-    greedy = Sampler(sampling).generate(model_, prompt_ids(batch.problems), 1);
-  }
+  const Rollout greedy = generator_->generate({.problems = batch.problems, .group_size = 1, .sampling = sampling});
   const std::vector<Completion> completions = completions_of(greedy, batch.problems, 1);
-  scorer_.clear();
-  StepScores scores = scorer_.score(completions);
-  if (stage.overlong_buffer > 0) add_overlong_penalty(scores, completions, stage);
+  const StepScores scores = scorer_.round().scores(completions, shaping());
   std::vector<double> baselines(static_cast<std::size_t>(batch.rows()));
   double sum = 0.0, judged = 0.0;
   for (std::size_t b = 0; b < baselines.size(); ++b) {
@@ -636,16 +581,10 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   // The loss mask: without the truncated completions when the stage filters them (DAPO overlong filtering).
   torch::Tensor loss_mask =
       stage.mask_truncated ? truncated_completion_mask(rollout.completion_mask, rollout.truncated) : rollout.completion_mask;
-  // ROLL's difficulty mask: groups whose mean total is outside (low, high) leave the loss.
-  if (options_.difficulty_mask && rows > 0) {
-    const torch::Tensor totals = torch::tensor(rewards::with_nan(batch.totals)).to(torch::kFloat64);
-    const torch::Tensor grouped = totals.view({rows / batch.group_size, batch.group_size});
-    const torch::Tensor valid = grouped.isfinite();
-    const torch::Tensor mean = grouped.nan_to_num(0.0).sum(1) / valid.sum(1).clamp_min(1);
-    const torch::Tensor keep = (mean > options_.difficulty_mask->first) & (mean < options_.difficulty_mask->second);
-    const torch::Tensor rows_kept = keep.repeat_interleave(batch.group_size).unsqueeze(1);
+  // The groups the batch's selection keeps out of the loss (ROLL's difficulty mask).
+  if (batch.in_loss_groups.defined() && rows > 0) {
+    const torch::Tensor rows_kept = batch.in_loss_groups.repeat_interleave(batch.group_size).unsqueeze(1);
     loss_mask = loss_mask * rows_kept.to(loss_mask.scalar_type());
-    out.difficulty_masked_groups = static_cast<double>((~keep).sum().item<std::int64_t>());
   }
   torch::Tensor kept_mask = loss_mask;  // ... and without the tokens rollout rejection drops
 
@@ -676,12 +615,14 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   const bool needs_sampler_log_probs = options_.loss.sampler_correction.mode != SamplerCorrectionMode::none ||
                                        !options_.loss.rollout_rejection.empty();
   std::vector<std::vector<MetricValue>> parts;  // one list per micro-batch of the last pass
+  std::vector<std::vector<MetricValue>> kl_parts;  // the measured KL of each, for adaptive KL control
   for (std::int64_t pass = 0; pass < options_.mu; ++pass) {
     // Each pass is one optimizer step: the entropy coefficient is the controller's as of the previous one.
     const GrpoLoss loss(step_loss_options(options_.loss, out.beta, entropy_.applied(), batch.max_new_tokens));
     double bonus_entropy = 0.0, bonus_tokens = 0.0;
     optimizer_->zero_grad();
     parts.clear();
+    kl_parts.clear();
     for (std::int64_t begin = 0; begin < rows; begin += micro) {
       const std::int64_t count = std::min(micro, rows - begin);
       const auto part = rollout.rows(begin, count);
@@ -706,12 +647,15 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       wait_for(lp.log_probs.device());
       out.backward_seconds += seconds_since(backward_started);
       parts.push_back(loss_metric_values(result.metrics));
+      if (result.metrics.kl_mean) kl_parts.push_back({{"kl", *result.metrics.kl_mean, MetricReduction::weighted_mean,
+                                                        result.metrics.num_tokens}});
       bonus_entropy += result.metrics.bonus_entropy_sum;
       bonus_tokens += result.metrics.bonus_tokens;
     }
     if (rows == 0) {  // nothing kept on this rank: zero gradients and metrics that weigh nothing
       LossMetrics none;
       if (reference_) none.kl_mean = 0.0;
+      if (reference_) kl_parts.push_back({{"kl", 0.0, MetricReduction::weighted_mean, 0.0}});
       none.entropy_mean = 0.0;
       parts.push_back(loss_metric_values(none));
     }
@@ -727,26 +671,9 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   }
   out.entropy_coef = entropy_.coef();
   out.loss_metrics = combine_metrics(parts);
+  if (!kl_parts.empty()) out.kl = combine_metrics(kl_parts).front();
   if (synced_reference_ && batch.step % options_.ref_sync_every == 0) {
     reference_->sync_from(policy_, options_.ref_sync_alpha);
-  }
-  return out;
-}
-
-std::vector<std::uint8_t> GrpoTrainer::informative_by_domain(const torch::Tensor& rewards,
-                                                             const std::vector<std::size_t>& domains) const {
-  // One pass of informative_groups per domain present (few), each keeping the rows of its domain.
-  std::vector<std::uint8_t> out(domains.size(), 0);
-  std::vector<std::size_t> present(domains);
-  std::sort(present.begin(), present.end());
-  present.erase(std::unique(present.begin(), present.end()), present.end());
-  for (const std::size_t d : present) {
-    GRPO_CHECK(d < domain_filters_.size(), "a prompt's domain index {} is outside the prompt source's {} domains", d,
-               domain_filters_.size());
-    const std::vector<std::uint8_t> passed = informative_groups(rewards, domain_filters_[d]);
-    for (std::size_t p = 0; p < domains.size(); ++p) {
-      if (domains[p] == d) out[p] = passed[p];
-    }
   }
   return out;
 }
@@ -775,7 +702,7 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
                     static_cast<double>(batch.rows() / batch.group_size)});
   values.insert(values.end(), update.loss_metrics.begin(), update.loss_metrics.end());
   if (options_.difficulty_mask) {
-    values.push_back({"difficulty_mask/masked_groups", update.difficulty_masked_groups, MetricReduction::sum, 1.0});
+    values.push_back({"difficulty_mask/masked_groups", batch.difficulty_masked_groups, MetricReduction::sum, 1.0});
   }
   values.insert(values.end(),
                 {{"completions/mean_length", lengths.mean().item<double>(), MetricReduction::weighted_mean, sampled},
@@ -835,10 +762,8 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
   report.scalars = reduce_metrics(group_, values);
   report.by_name = std::map<std::string, double>(report.scalars.begin(), report.scalars.end());
   if (batch.train && !stage_metrics_checked_) check_stage_metrics(report.by_name);
-  // Adaptive KL: the step's measured KL (token mean over every rank) sets β for the next step.
-  if (const auto kl = report.by_name.find("kl"); kl != report.by_name.end()) {
-    kl_.update(kl->second, static_cast<std::int64_t>(sequences));
-  }
+  // Adaptive KL: the step's measured KL (token mean over every rank, as the logged `kl`) sets β for the next step.
+  if (update.kl) kl_.update(reduce_metrics(group_, {*update.kl}).front().second, static_cast<std::int64_t>(sequences));
   if (reward_kl_measured) reward_kl_.update(*reward_kl_measured, static_cast<std::int64_t>(sequences));
   for (const auto& callback : callbacks_) callback->on_step_end(*this, report);
   // A metric-triggered context stage starts with the next step.
@@ -857,27 +782,28 @@ EvaluationReport GrpoTrainer::evaluate(std::int64_t step, std::int64_t max_new_t
   if (options_.eval_problems > 0 && static_cast<std::int64_t>(problems.size()) > options_.eval_problems) {
     problems.resize(static_cast<std::size_t>(options_.eval_problems));
   }
-  SamplerOptions sampling = options_.sampling;
-  sampling.max_new_tokens = max_new_tokens > 0 ? max_new_tokens : context_.current().max_new_tokens;
+  SamplerOptions sampling =
+      sampling_options(max_new_tokens > 0 ? max_new_tokens : context_.current().max_new_tokens,
+                       options_.seed + 7919 * static_cast<std::uint64_t>(step));
   sampling.temperature = options_.eval_temperature.value_or(options_.sampling.temperature);
   sampling.top_k = options_.eval_top_k;
   sampling.top_p = options_.eval_top_p;
   sampling.min_p = options_.eval_min_p;
-  sampling.eos_token_ids = prompts_.eos_token_ids();
-  sampling.pad_token_id = prompts_.pad_token_id();
-  sampling.seed = options_.seed + 7919 * static_cast<std::uint64_t>(step);
-  Sampler sampler(sampling);
   const rewards::RewardExecutor executor{rewards::RewardExecutorOptions{}};
   const std::int64_t k = options_.eval_samples;
   std::vector<EvalSample> samples;
   std::vector<std::vector<EvalSample>> by_domain(names.size());
-  const std::int64_t chunk = std::max<std::int64_t>(1, 256 / k);
+  // Problems are generated (at most 256 rows at a time, one random stream) and graded in chunks of that size.
+  constexpr std::int64_t kEvaluationRows = 256;
+  const std::int64_t chunk = std::max<std::int64_t>(1, kEvaluationRows / k);
+  const Rollout all = problems.empty() ? Rollout{}
+                                       : generator_->generate({.problems = problems, .group_size = k,
+                                                               .sampling = sampling, .max_rows = kEvaluationRows});
   for (std::size_t start = 0; start < problems.size(); start += static_cast<std::size_t>(chunk)) {
-    const std::vector<Problem> part(
-        problems.begin() + static_cast<std::ptrdiff_t>(start),
-        problems.begin() + static_cast<std::ptrdiff_t>(std::min(problems.size(), start + static_cast<std::size_t>(chunk))));
-    const auto rollout = sampler.generate(model_, prompt_ids(part), k);
-    const auto batch = completions_of(rollout, part, k);
+    const std::size_t count = std::min(problems.size() - start, static_cast<std::size_t>(chunk));
+    const std::span<const Problem> part = std::span<const Problem>(problems).subspan(start, count);
+    const auto batch = completions_of(all.rows(static_cast<std::int64_t>(start) * k, static_cast<std::int64_t>(count) * k),
+                                      part, k);
     // Each domain's completions by its own judge, one call per domain.
     std::vector<std::optional<float>> values(batch.size());
     for (std::size_t d = 0; d < judges.size(); ++d) {

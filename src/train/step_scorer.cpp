@@ -2,6 +2,7 @@
 #include <grpo/train/step_scorer.hpp>
 
 #include <grpo/rewards/accuracy_reward.hpp>
+#include <grpo/rewards/length_rewards.hpp>
 
 #include <fmt/format.h>
 
@@ -34,6 +35,22 @@ std::vector<std::vector<std::pair<std::string, std::optional<double>>>> reward_v
     }
   }
   return out;
+}
+
+/// DAPO's soft overlong punishment (ScoreShaping), added to each total and listed with the rewards.
+void add_overlong_penalty(StepScores& scores, std::span<const Completion> batch, const ScoreShaping& shaping) {
+  const rewards::SoftOverlongReward penalty({.max_completion_len = static_cast<std::size_t>(shaping.max_new_tokens),
+                                             .soft_punish_cache = static_cast<std::size_t>(shaping.overlong_buffer)});
+  const auto values = penalty.score(batch, {});
+  double sum = 0.0;
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    const double v = values[b].value_or(0.0f);
+    sum += v;
+    if (scores.total[b]) scores.total[b] = static_cast<float>(*scores.total[b] + shaping.overlong_factor * v);
+    scores.rewards[b].emplace_back("soft_overlong", v);
+  }
+  scores.metrics.push_back({"rewards/soft_overlong/mean", batch.empty() ? 0.0 : sum / static_cast<double>(batch.size()),
+                            MetricReduction::weighted_mean, static_cast<double>(batch.size())});
 }
 
 }  // namespace
@@ -89,7 +106,7 @@ StepScorer::StepScorer(std::vector<ScoringDomain> domains, bool overlap) : overl
   if (!prefetched_.empty()) prefetcher_ = std::make_unique<rewards::RewardPrefetcher>(prefetched_, prefetcher_options_);
 }
 
-StepScores StepScorer::score(std::span<const Completion> batch) const {
+StepScores StepScorer::reward_scores(std::span<const Completion> batch) const {
   StepScores out;
   const double completions = static_cast<double>(batch.size());
   if (single_) {
@@ -144,14 +161,25 @@ CorrectnessJudge StepScorer::judge(std::size_t domain) const {
   return {judge_entry(spec.rewards, spec.accuracy_reward).reward, spec.accuracy_threshold};
 }
 
-void StepScorer::prefetch(std::vector<Completion> chunk) {
-  if (prefetcher_) prefetcher_->submit(std::move(chunk));
+StepScores StepScorer::score(std::span<const Completion> batch, const ScoreShaping& shaping) const {
+  StepScores out = reward_scores(batch);
+  if (shaping.overlong_buffer > 0) add_overlong_penalty(out, batch, shaping);
+  return out;
 }
-void StepScorer::wait() {
-  if (prefetcher_) prefetcher_->wait();
+
+ScoringRound StepScorer::round() { return ScoringRound(*this); }
+
+ScoringRound::ScoringRound(StepScorer& scorer) : scorer_(scorer) {
+  if (scorer_.prefetcher_) scorer_.prefetcher_->clear();  // the previous round's values
 }
-void StepScorer::clear() {
-  if (prefetcher_) prefetcher_->clear();
+
+void ScoringRound::add(std::span<const Completion> chunk) {
+  if (scorer_.prefetcher_) scorer_.prefetcher_->submit(std::vector<Completion>(chunk.begin(), chunk.end()));
+}
+
+StepScores ScoringRound::scores(std::span<const Completion> batch, const ScoreShaping& shaping) {
+  if (scorer_.prefetcher_) scorer_.prefetcher_->wait();
+  return scorer_.score(batch, shaping);
 }
 
 std::string StepScorer::headline_reward() const {

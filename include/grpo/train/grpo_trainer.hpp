@@ -3,12 +3,14 @@
 // loop. A step is
 //
 //   begin_step(step)        the context stage of the step (completion limit, G, learning rate) and the learning rate
-//   collect_groups(step)    rounds of prompts from the PromptSource → G completions each (this rank's shard, in
-//                           chunks, scored by the StepScorer, overlapped with sampling when the scorer prefetches) →
-//                           pass rates to the source → DAPO dynamic sampling keeps groups with reward spread
-//                           → the log-prob pass: the rollout policy's and the reference's log-probs of the kept
-//                           completions, when anything needs them (μ > 1, rollout rejection, KL in the reward, the
-//                           optimal token baseline, β > 0), and ReMax's greedy completion per prompt
+//   collect_groups(step)    rounds of prompts from the PromptSource → G completions each from the Generator (this
+//                           rank's shard, in chunks) → scored and shaped by the StepScorer (overlapped with sampling
+//                           when it prefetches) → pass rates to the source → the GroupSelection: dynamic sampling keeps
+//                           groups with spread, the difficulty mask marks which kept groups reach the loss
+//                           → ReMax's greedy completion per prompt (a generation request at temperature 0, scored by
+//                           the same scorer) → the log-prob pass: the rollout policy's and the reference's log-probs
+//                           of the kept completions, when anything needs them (μ > 1, rollout rejection, KL in the
+//                           reward, the optimal token baseline, β > 0)
 //   advantages(batch)       group-relative advantages of the kept groups, or a token-level estimator's; with KL in
 //                           the reward, on the KL-shaped rewards
 //   policy_update(...)      μ passes × micro-batches with the whole (all ranks') batch's normaliser, gradient
@@ -16,7 +18,8 @@
 //   finish_step(...)        step metrics reduced over ranks (TRL/verl names), adaptive KL (of the loss term and of
 //                           the reward), metric-triggered stage switches, on_step_end callbacks
 //
-// step(step) runs the five in order. evaluate(step) samples the held-out problems and grades them by the scorer's
+// step(step) runs the five in order. The generator (default: the KV-cache Sampler on the model) and the optimizer
+// (default: AdamW) are parts the caller may pass in (GrpoTrainerParts). evaluate(step) samples the held-out problems and grades them by the scorer's
 // correctness rule (the one training and the pass-rate filter use); save/restore write and read a checkpoint with
 // everything a bit-exact resume needs (model, optimizer, RNG, reference when synced, KL coefficient, context stage,
 // the prompt source's state). Every rank calls every phase (they hold collectives) except evaluate, which needs none.
@@ -42,6 +45,8 @@
 #include <grpo/train/distributed.hpp>
 #include <grpo/train/dynamic_sampling.hpp>
 #include <grpo/train/evaluation.hpp>
+#include <grpo/train/generator.hpp>
+#include <grpo/train/group_selection.hpp>
 #include <grpo/train/entropy_controller.hpp>
 #include <grpo/train/kl_controller.hpp>
 #include <grpo/train/lr_schedule.hpp>
@@ -54,6 +59,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -179,6 +185,10 @@ struct StepBatch {
   std::vector<std::optional<float>> totals;   ///< [rows] final reward totals
   /// [rows] each reward's value by label (and "soft_overlong" when the stage has an overlong buffer)
   std::vector<std::vector<std::pair<std::string, std::optional<double>>>> reward_values;
+  /// [problems] bool: which kept groups reach the loss (GroupSelection::in_loss, ROLL's difficulty mask); undefined:
+  /// all of them. `difficulty_masked_groups` counts the others.
+  torch::Tensor in_loss_groups;
+  double difficulty_masked_groups = 0.0;
   /// Reward metrics of every completion sampled (all rounds), dynamic-sampling metrics, completion lengths [N] and
   /// truncation flags [N] (float64) of every completion sampled this step: the policy's numbers, not the filter's.
   std::vector<MetricValue> score_metrics;
@@ -207,7 +217,9 @@ struct UpdateResult {
   double grad_norm = 0.0;
   double beta = 0.0;  ///< the KL coefficient the loss used
   double entropy_coef = 0.0;  ///< the entropy-bonus coefficient after this step's update(s) (TRL logs it)
-  double difficulty_masked_groups = 0.0;  ///< groups the difficulty mask took out of the loss (this rank's)
+  /// The measured token-mean KL to the reference of the last pass, this rank's (weight: its tokens), when there is a
+  /// reference: what adaptive KL control reads (reduced over ranks), as the logged `kl` is.
+  std::optional<MetricValue> kl;
   /// Wall-clock seconds of this rank's update, over every pass: the loss forwards (log-probs and loss), the backward
   /// passes, and the gradient all-reduce with clipping and the optimizer step.
   double forward_seconds = 0.0, backward_seconds = 0.0, optimizer_seconds = 0.0;
@@ -242,6 +254,21 @@ struct EvaluationReport {
   Scalars scalars() const;
 };
 
+/// Builds the optimizer over the parameters it steps (fp32 master copies of a half-precision model's trainable
+/// parameters, else the trainable parameters themselves). Its learning rate is set before every step (the schedule's),
+/// through each param group's options (torch::optim::OptimizerOptions::set_lr).
+using OptimizerFactory =
+    std::function<std::unique_ptr<torch::optim::Optimizer>(const std::vector<torch::Tensor>& parameters)>;
+
+/// The parts of a run a caller may replace; each left empty is the library's.
+struct GrpoTrainerParts {
+  /// What produces completions (generator.hpp); null: SamplerGenerator over the model (the KV-cache sampler).
+  std::shared_ptr<Generator> generator;
+  /// null: AdamW(learning_rate, weight_decay), or CompensatedAdamW with optimizer_precision compensated (which a
+  /// custom optimizer cannot be combined with: ConfigError).
+  OptimizerFactory optimizer;
+};
+
 class GrpoTrainer;
 
 /// Hooks at the named points of a run. Called on every rank that added the callback (add sinks on rank 0 only).
@@ -262,10 +289,10 @@ class GrpoTrainer {
   /// trains it in place). Builds the policy (at sampling.temperature), the frozen reference when loss.beta > 0 or
   /// kl_in_reward is on, AdamW over the parameters that require grad (a LoRA model's adapters; through fp32 master copies when they are in
   /// half precision: MasterWeights; or CompensatedAdamW with optimizer_precision compensated, its rounding seeded
-  /// with `seed` so every rank rounds alike), the context schedule and the KL controller. Throws ConfigError for
-  /// invalid options.
+  /// with `seed` so every rank rounds alike), the context schedule and the KL controller; `parts` replaces the
+  /// generator or the optimizer. Throws ConfigError for invalid options.
   GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
-              GrpoTrainerOptions options);
+              GrpoTrainerOptions options, GrpoTrainerParts parts = {});
 
   void add_callback(std::shared_ptr<TrainerCallback> callback);
 
@@ -305,16 +332,20 @@ class GrpoTrainer {
   const KlController& reward_kl_controller() const { return reward_kl_; }
   const EntropyController& entropy_controller() const { return entropy_; }
   const StepScorer& scorer() const { return scorer_; }
+  Generator& generator() { return *generator_; }
+  const GroupSelection& group_selection() const { return selection_; }
   const PromptSource& prompts() const { return prompts_; }
   ProcessGroup& process_group() const { return group_; }
 
  private:
-  std::vector<rewards::Completion> completions_of(const Rollout& rollout, const std::vector<Problem>& problems,
+  std::vector<rewards::Completion> completions_of(const Rollout& rollout, std::span<const Problem> problems,
                                                   std::int64_t group_size) const;
+  /// The sampling options of every generation request: the run's, with `max_new_tokens`, the prompt source's stop
+  /// and padding ids and `seed`.
+  SamplerOptions sampling_options(std::int64_t max_new_tokens, std::uint64_t seed) const;
+  /// The scorer's shaping at the current context stage (its overlong punishment).
+  ScoreShaping shaping() const;
   void check_stage_metrics(const std::map<std::string, double>& logged);
-  /// [P] 1 where group p (rewards [P, G]) passes the filter of its domain `domains[p]` (dynamic_sampling.hpp).
-  std::vector<std::uint8_t> informative_by_domain(const torch::Tensor& rewards,
-                                                  const std::vector<std::size_t>& domains) const;
   /// The log-prob pass and ReMax's greedy baselines of the kept groups (collect_groups' last part).
   void add_log_probs(StepBatch& batch);
   /// Whether collect_groups computes the rollout policy's log-probs (μ > 1, rollout rejection, KL in the reward, the
@@ -331,6 +362,8 @@ class GrpoTrainer {
   std::optional<Policy<models::CausalLM>> reference_;
   bool synced_reference_ = false;
   bool lora_reference_ = false;  // the reference is model_ with its LoRA adapters off
+  std::shared_ptr<Generator> generator_;
+  GroupSelection selection_;
   GroupAdvantage advantage_;
   MasterWeights master_;  // fp32 masters of a half-precision model's trainable parameters (the optimizer's)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // AdamW, or CompensatedAdamW (make_adamw)
@@ -339,7 +372,6 @@ class GrpoTrainer {
   KlController reward_kl_;
   EntropyController entropy_;
   LrScheduleOptions lr_schedule_;
-  std::vector<GroupFilter> domain_filters_;  // dynamic sampling's filter of each domain of prompts_
   double learning_rate_ = 0.0;  // of the current step
   bool stage_metrics_checked_ = false;
   std::vector<std::shared_ptr<TrainerCallback>> callbacks_;

@@ -2,9 +2,15 @@
 // StepScorer: what a GRPO step scores its completions with. Either one RewardSet for every completion, or one set per
 // domain (rewards::DomainRewards: rows routed by tag, per-domain clip, normalisation and metrics). It owns the one
 // rule for "correct" that training metrics, the pass-rates curricula read and evaluation all use: a completion is
-// correct when its domain's accuracy entry gives a value >= the domain's threshold. With `overlap`, completion-scoped
-// rewards are wrapped for prefetching (rewards/reward_prefetch.hpp): prefetch(chunk) scores a chunk in the
-// background while the next one is sampled, and score() then finds the values cached (bit-identical results).
+// correct when its domain's accuracy entry gives a value >= the domain's threshold. It also owns reward shaping that
+// is not a reward of the set (DAPO's soft overlong punishment of a context stage: ScoreShaping), so every total a step
+// sees (training, dynamic sampling, ReMax's greedy baselines) comes out of one call. With `overlap`, completion-scoped
+// rewards are wrapped for prefetching (rewards/reward_prefetch.hpp): a ScoringRound scores each chunk in the background
+// while the next one is sampled, and its scores() then finds the values cached (bit-identical results).
+//
+//   grpo::train::ScoringRound round = scorer.round();          // one generation round
+//   for (auto& chunk : chunks) round.add(chunk);                 // as each chunk is sampled
+//   grpo::train::StepScores scores = round.scores(all, {.max_new_tokens = 512, .overlong_buffer = 128});
 #pragma once
 
 #include <grpo/rewards/domain_rewards.hpp>
@@ -61,6 +67,17 @@ struct StepScores {
   std::vector<MetricValue> metrics;
 };
 
+/// Shaping the scorer adds to each total after the rewards: DAPO's soft overlong punishment (rewards::SoftOverlongReward)
+/// over the last `overlong_buffer` tokens before `max_new_tokens`, weighted by `overlong_factor`, logged as
+/// "soft_overlong" with the rewards and as rewards/soft_overlong/mean. A total no reward could judge stays missing.
+struct ScoreShaping {
+  std::int64_t max_new_tokens = 0;   ///< the completion limit the punishment counts back from
+  std::int64_t overlong_buffer = 0;  ///< 0 = no punishment
+  double overlong_factor = 1.0;
+};
+
+class ScoringRound;
+
 class StepScorer {
  public:
   /// One reward set for every completion. Its "correct" entry is the one whose reward is called "accuracy", else
@@ -70,17 +87,13 @@ class StepScorer {
   /// accuracy_reward naming no entry of its domain (the message names the domain).
   explicit StepScorer(std::vector<ScoringDomain> domains, bool overlap = false);
 
-  /// Scores one batch (each completion by its domain's rewards, or by the one set).
-  StepScores score(std::span<const rewards::Completion> batch) const;
+  /// Scores one batch (each completion by its domain's rewards, or by the one set), then applies `shaping`.
+  StepScores score(std::span<const rewards::Completion> batch, const ScoreShaping& shaping = {}) const;
+  /// A new generation round: its chunks are scored in the background as they are added when the scorer prefetches.
+  /// One round at a time per scorer.
+  ScoringRound round();
   /// Domain d's judge (d = 0 for one set): the same rule score() counts correct completions by.
   CorrectnessJudge judge(std::size_t domain) const;
-
-  /// With overlap: starts scoring `chunk` in the background (score() later finds the values cached); wait() blocks
-  /// until every submitted chunk is scored, clear() empties the caches (call it at the start of every round). Without
-  /// overlap these do nothing.
-  void prefetch(std::vector<rewards::Completion> chunk);
-  void wait();
-  void clear();
 
   bool per_domain() const { return domains_.has_value(); }
   /// Whether prefetch() does anything (overlap on, and some reward is completion-scoped).
@@ -89,6 +102,8 @@ class StepScorer {
   std::string headline_reward() const;
 
  private:
+  friend class ScoringRound;
+  StepScores reward_scores(std::span<const rewards::Completion> batch) const;
   rewards::RewardSet prepared(rewards::RewardSet set, std::function<bool(const rewards::Completion&)> only);
 
   bool overlap_ = false;
@@ -99,6 +114,21 @@ class StepScorer {
   std::vector<std::shared_ptr<rewards::PrefetchedReward>> prefetched_;
   rewards::RewardPrefetcherOptions prefetcher_options_;
   std::unique_ptr<rewards::RewardPrefetcher> prefetcher_;
+};
+
+/// One round of a StepScorer (StepScorer::round()): add each chunk as it is sampled, then scores() the round.
+class ScoringRound {
+ public:
+  /// Starts scoring `chunk` in the background when the scorer prefetches (else nothing: scores() scores it).
+  void add(std::span<const rewards::Completion> chunk);
+  /// Waits for the chunks added, then scores `batch` (the round's completions, the chunks in order) with `shaping`;
+  /// the prefetched values are found cached. Rethrows a failure of a background scoring.
+  StepScores scores(std::span<const rewards::Completion> batch, const ScoreShaping& shaping = {});
+
+ private:
+  friend class StepScorer;
+  explicit ScoringRound(StepScorer& scorer);
+  StepScorer& scorer_;
 };
 
 }  // namespace grpo::train

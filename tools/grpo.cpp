@@ -18,6 +18,9 @@
 //                                             tokenizer_config.json is read too when there is one)
 //   grpo generate --model DIR --prompt TEXT   prints a completion (tokenizer files in DIR)
 //   grpo logprobs --model DIR                 {"ids"} lines → {"logprobs"} (per token, tokens 1..n-1)
+//   grpo train [options]                      a GRPO run: the built-in tiny task, or --model DIR --data FILE (or a
+//                                             --config with domains); every option of train/run_settings.hpp
+//                                             (grpo train --help lists them), as examples/r1_zero takes them
 // Malformed input lines are reported on stderr with their line number; every line still gets an output line (an
 // {"error": ...} object for bad ones), so outputs stay aligned with inputs. Exit status 1 if any line was bad.
 #include <grpo/grpo.hpp>
@@ -297,6 +300,11 @@ int run_logprobs(const std::string& model_dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `grpo train` reads the library's run option table (train/run_settings.hpp), not CLI11's.
+  if (argc >= 2 && std::string_view(argv[1]) == "train") {
+    grpo::use_passive_omp_wait_policy(argv);
+    return grpo::train::run_training_command(std::vector<std::string>(argv + 2, argv + argc), "grpo train");
+  }
   CLI::App app{"grpo: verify math answers, score completions, tokenize, generate and compute log-probs"};
   app.require_subcommand(1);
 
@@ -345,6 +353,8 @@ int main(int argc, char** argv) {
   generate->add_option("--seed", gen.sampler.seed, "sampling seed");
 
   std::string model_dir;
+  // Listed for --help; main() hands `grpo train ...` to the library before CLI11 parses.
+  app.add_subcommand("train", "A GRPO training run (grpo train --help lists its options)");
   auto* logprobs = app.add_subcommand("logprobs", "Per-token log-probs of {\"ids\"} lines on stdin");
   logprobs->add_option("--model", model_dir, "checkpoint directory")->required();
 

@@ -3,9 +3,7 @@
 
 #include <torch/cuda.h>
 
-#include <grpo/math/extract.hpp>
 #include <grpo/policy/decode.hpp>
-#include <grpo/rewards/executor.hpp>
 #include <grpo/models/lora.hpp>
 #include <grpo/train/optimizer_step.hpp>
 
@@ -44,15 +42,6 @@ double peak_rss_gib() {
 namespace {
 
 using rewards::Completion;
-
-/// The text inside the last <answer>…</answer>, normalised, for majority voting.
-std::optional<std::string> answer_of(const std::string& text) {
-  const auto close = text.rfind("</answer>");
-  if (close == std::string::npos) return std::nullopt;
-  const auto open = text.rfind("<answer>", close);
-  if (open == std::string::npos) return std::nullopt;
-  return math::normalize_latex(text.substr(open + 8, close - open - 8));
-}
 
 /// The loss options of a step: `base` with the KL controller's β, the entropy controller's coefficient and, for
 /// dr_grpo, the stage's completion limit as its max_completion_length (its constant normaliser).
@@ -188,19 +177,6 @@ void select_advantage(GrpoTrainerOptions& options, std::string_view name) {
                                   e.what()));
   }
   options.token_advantage.estimator = TokenAdvantageEstimator::none;
-}
-
-Scalars EvaluationReport::scalars() const {
-  Scalars out{{"eval/mean_accuracy", all.mean_accuracy},
-              {fmt::format("eval/pass@{}", all.k), all.pass_at_k},
-              {fmt::format("eval/maj@{}", all.samples_per_problem), all.maj_at_n}};
-  if (per_domain_rewards) {
-    for (std::size_t d = 0; d < domain_names.size(); ++d) {
-      out.emplace_back(fmt::format("eval/{}/mean_accuracy", domain_names[d]), per_domain[d].mean_accuracy);
-      out.emplace_back(fmt::format("eval/{}/pass@{}", domain_names[d], per_domain[d].k), per_domain[d].pass_at_k);
-    }
-  }
-  return out;
 }
 
 GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
@@ -506,67 +482,6 @@ void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
                                  MetricReduction::weighted_mean, judged});
 }
 
-AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
-  if (batch.rows() == 0) return {};
-  const std::int64_t groups = batch.rows() / batch.group_size;
-  const torch::Tensor totals = torch::tensor(rewards::with_nan(batch.totals)).to(torch::kFloat64);
-  // A step that does not train needs only the logged group statistics.
-  if (!batch.train) return advantage_(totals.view({groups, batch.group_size}));
-  const TokenAdvantageOptions& token = options_.token_advantage;
-  const bool kl_in_reward = options_.kl_in_reward.enabled();
-  const bool otb = token.estimator == TokenAdvantageEstimator::optimal_token_baseline;
-  GRPO_CHECK(!(kl_in_reward || otb) || (batch.old_log_probs.defined() && batch.old_log_probs.sizes() ==
-                                                                              batch.rollout.completion_mask.sizes()),
-             "GrpoTrainer::advantages: {} needs the batch's old_log_probs [rows, T] (collect_groups computes them)",
-             kl_in_reward ? "KL in the reward" : "optimal_token_baseline");
-  GRPO_CHECK(!kl_in_reward || (batch.reward_kl.defined() && batch.reward_kl.sizes() == batch.rollout.completion_mask.sizes()),
-             "GrpoTrainer::advantages: KL in the reward needs the batch's reward_kl [rows, T] (collect_groups computes "
-             "it)");
-  GRPO_CHECK(!otb || batch.sum_pi_squared.defined(),
-             "GrpoTrainer::advantages: optimal_token_baseline needs the batch's sum_pi_squared (collect_groups computes "
-             "it)");
-  GRPO_CHECK(token.estimator != TokenAdvantageEstimator::remax ||
-                 (batch.greedy_baselines.defined() && batch.greedy_baselines.numel() == batch.rows()),
-             "GrpoTrainer::advantages: remax needs the batch's greedy_baselines [rows] (collect_groups computes them)");
-  const double beta = reward_kl_.beta();
-  const torch::Tensor& kl = batch.reward_kl;
-  // Group-relative: the sequence reward, less β_r·Σ_t KL_t with KL in the reward (the sum of the token rewards).
-  const torch::Tensor sequence_rewards = kl_in_reward ? totals - beta * kl.sum(1) : totals;
-  AdvantageOutput out = advantage_(sequence_rewards.view({groups, batch.group_size}));
-  const torch::Tensor tokens = (batch.rollout.completion_mask != 0).to(torch::kFloat64);
-  if (token.estimator == TokenAdvantageEstimator::none) {
-    if (options_.whiten_advantages) {  // each sequence weighs its token count; rows without a reward stay 0
-      const torch::Tensor weights = tokens.sum(1) * out.valid.reshape({-1}).to(torch::kFloat64);
-      out.advantages = masked_whiten(out.advantages, weights) * (weights > 0);
-    }
-    return out;
-  }
-
-  // Token-level: completions without a total (or, for ReMax, without a baseline) take no part and get 0.
-  torch::Tensor scored = totals.isfinite();
-  if (token.estimator == TokenAdvantageEstimator::remax) scored = scored & batch.greedy_baselines.isfinite();
-  const torch::Tensor mask = (batch.rollout.completion_mask != 0) & scored.unsqueeze(1);
-  torch::Tensor rewards = outcome_token_rewards(totals.nan_to_num(0.0), mask);
-  if (kl_in_reward) rewards = kl_shaped_token_rewards(rewards, kl, mask, beta);
-  switch (token.estimator) {
-    case TokenAdvantageEstimator::reinforce_pp:
-      out.advantages = reinforce_pp_advantages(rewards, mask, token.gamma);
-      break;
-    case TokenAdvantageEstimator::remax:
-      out.advantages = remax_advantages(rewards, batch.greedy_baselines.nan_to_num(0.0), mask);
-      break;
-    case TokenAdvantageEstimator::optimal_token_baseline:
-      out.advantages = optimal_token_baseline_advantages(
-          rewards, mask, torch::arange(batch.rows(), torch::kLong).div(batch.group_size, "floor"), batch.old_log_probs,
-          batch.sum_pi_squared, {}, {.handle_zero_tail = token.handle_zero_tail});
-      break;
-    case TokenAdvantageEstimator::none:
-      break;
-  }
-  if (options_.whiten_advantages) out.advantages = masked_whiten(out.advantages, mask) * mask;
-  return out;
-}
-
 UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageOutput& adv) {
   UpdateResult out;
   // Training mode while the loss is computed (LoRA dropout), evaluation mode for sampling and the log-prob pass.
@@ -771,112 +686,6 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
     for (const auto& callback : callbacks_) callback->on_stage_switch(*this, *change);
   }
   return report;
-}
-
-EvaluationReport GrpoTrainer::evaluate(std::int64_t step, std::int64_t max_new_tokens) {
-  torch::NoGradGuard no_grad;
-  const std::vector<std::string> names = prompts_.domain_names();
-  std::vector<CorrectnessJudge> judges;
-  for (std::size_t d = 0; d < names.size(); ++d) judges.push_back(scorer_.judge(d));
-  std::vector<Problem> problems = prompts_.held_out();
-  if (options_.eval_problems > 0 && static_cast<std::int64_t>(problems.size()) > options_.eval_problems) {
-    problems.resize(static_cast<std::size_t>(options_.eval_problems));
-  }
-  SamplerOptions sampling =
-      sampling_options(max_new_tokens > 0 ? max_new_tokens : context_.current().max_new_tokens,
-                       options_.seed + 7919 * static_cast<std::uint64_t>(step));
-  sampling.temperature = options_.eval_temperature.value_or(options_.sampling.temperature);
-  sampling.top_k = options_.eval_top_k;
-  sampling.top_p = options_.eval_top_p;
-  sampling.min_p = options_.eval_min_p;
-  const rewards::RewardExecutor executor{rewards::RewardExecutorOptions{}};
-  const std::int64_t k = options_.eval_samples;
-  std::vector<EvalSample> samples;
-  std::vector<std::vector<EvalSample>> by_domain(names.size());
-  // Problems are generated (at most 256 rows at a time, one random stream) and graded in chunks of that size.
-  constexpr std::int64_t kEvaluationRows = 256;
-  const std::int64_t chunk = std::max<std::int64_t>(1, kEvaluationRows / k);
-  const Rollout all = problems.empty() ? Rollout{}
-                                       : generator_->generate({.problems = problems, .group_size = k,
-                                                               .sampling = sampling, .max_rows = kEvaluationRows});
-  for (std::size_t start = 0; start < problems.size(); start += static_cast<std::size_t>(chunk)) {
-    const std::size_t count = std::min(problems.size() - start, static_cast<std::size_t>(chunk));
-    const std::span<const Problem> part = std::span<const Problem>(problems).subspan(start, count);
-    const auto batch = completions_of(all.rows(static_cast<std::int64_t>(start) * k, static_cast<std::int64_t>(count) * k),
-                                      part, k);
-    // Each domain's completions by its own judge, one call per domain.
-    std::vector<std::optional<float>> values(batch.size());
-    for (std::size_t d = 0; d < judges.size(); ++d) {
-      std::vector<Completion> mine;
-      std::vector<std::size_t> where;
-      for (std::size_t b = 0; b < batch.size(); ++b) {
-        if (part[batch[b].group].domain != d) continue;
-        mine.push_back(batch[b]);
-        where.push_back(b);
-      }
-      if (mine.empty()) continue;
-      const auto scores = executor.score(judges[d].reward, mine);
-      for (std::size_t i = 0; i < where.size(); ++i) values[where[i]] = scores.values[i];
-    }
-    for (std::size_t b = 0; b < batch.size(); ++b) {
-      const std::size_t d = part[batch[b].group].domain;
-      const bool correct = values[b].has_value() && *values[b] >= judges[d].threshold;
-      const EvalSample sample{answer_of(batch[b].text), correct};
-      samples.push_back(sample);
-      by_domain[d].push_back(sample);
-    }
-  }
-  EvaluationReport out;
-  out.step = step;
-  out.all = summarize_evaluation(samples, k, k);
-  out.domain_names = names;
-  out.per_domain_rewards = scorer_.per_domain();
-  for (const auto& domain_samples : by_domain) out.per_domain.push_back(summarize_evaluation(domain_samples, k, k));
-  for (const auto& callback : callbacks_) callback->on_evaluation(*this, out);
-  return out;
-}
-
-std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkpoints, std::int64_t step) {
-  TrainerState state;
-  state.step = step;
-  state.seed = options_.seed;
-  state.values = context_.state_values();
-  state.values["kl_coef"] = kl_.beta();
-  if (options_.kl_in_reward.enabled()) state.values["reward_kl_coef"] = reward_kl_.beta();
-  state.values["entropy_coef"] = entropy_.coef();
-  // +inf (nothing measured yet) is left out: the checkpoint's values are JSON numbers.
-  if (std::isfinite(entropy_.last_entropy())) state.values["entropy/last"] = entropy_.last_entropy();
-  prompts_.save_state(state);
-  auto path = save_checkpoint(group_, checkpoints, model_, *optimizer_, state,
-                              synced_reference_ ? &reference_->model() : nullptr, &master_);
-  for (const auto& callback : callbacks_) callback->on_save(*this, step, path);
-  return path;
-}
-
-std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
-  const auto latest = checkpoints.latest();
-  if (!latest) return 0;
-  const auto state =
-      load_checkpoint(group_, latest->path, model_, *optimizer_, synced_reference_ ? &reference_->model() : nullptr,
-                      &master_);
-  prompts_.load_state(state);
-  // An adaptive β continues where it was; a fixed one is the options' (which the resumed run may change).
-  if (const auto beta = state.values.find("kl_coef");
-      beta != state.values.end() && kl_.options().type == KlControl::adaptive) {
-    kl_.restore(beta->second);
-  }
-  if (const auto beta = state.values.find("reward_kl_coef");
-      beta != state.values.end() && reward_kl_.options().type == KlControl::adaptive) {
-    reward_kl_.restore(beta->second);
-  }
-  // An adaptive entropy coefficient continues where it was; a fixed one is the options'.
-  if (const auto coef = state.values.find("entropy_coef"); coef != state.values.end() && entropy_.adaptive()) {
-    const auto last = state.values.find("entropy/last");
-    entropy_.restore(coef->second,
-                     last != state.values.end() ? last->second : std::numeric_limits<double>::infinity());
-  }
-  if (state.values.count("context/stage")) context_.restore(state.values);
-  return state.step;
 }
 
 }  // namespace grpo::train

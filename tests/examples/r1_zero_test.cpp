@@ -248,7 +248,7 @@ TEST_CASE("r1_zero rejects model flags it cannot honour, naming the flag, before
   const auto dir = scratch("bad_model_flags");
   for (const auto& [flags, expected] : std::vector<std::pair<std::string, std::string>>{
            {"--dtype fp16", "--dtype fp16: half-precision matrix products need a CUDA device"},
-           {"--dtype fp64", "--dtype: fp64 not in {fp32,bf16,fp16}"},
+           {"--dtype fp64", "--dtype: expected one of fp32, bf16, fp16, got 'fp64'"},
            {"--device cuda:0", "--device cuda:0: this LibTorch has no CUDA support"},
            {"--device tpu", "--device tpu: expected cpu or cuda[:N]"},
            {"--device cudax", "--device cudax: expected cpu or cuda[:N]"},
@@ -1165,4 +1165,39 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
   INFO(again.out);
   REQUIRE(again.status == 0);
   CHECK(read_config_yaml(dir / "again").at("steps") == "1");
+}
+
+TEST_CASE("grpo train runs the demo as r1_zero does: the same metrics, completions and held-out accuracy",
+          "[examples][config]") {
+#ifdef GRPO_CLI_PATH
+  // One option table and one set of parts: the tool and the example differ only in who writes the loop (r1_zero
+  // calls the phases one by one, grpo train calls step()).
+  const std::string args = " --steps 6 --eval-every 3 --eval-problems 64 --log-completions 8";
+  const auto example = scratch("demo_r1_zero"), tool = scratch("demo_grpo_train");
+  const auto a = r1_zero(args, example);
+  REQUIRE(a.status == 0);
+  const auto b = grpo::testing::run_command(std::string(GRPO_CLI_PATH) + " train --output-dir " + tool.string() + args +
+                                            " 2>&1");
+  INFO(b.out);
+  REQUIRE(b.status == 0);
+  const auto curve = [](const std::string& out) { return out.substr(out.rfind("held-out accuracy by step:")); };
+  CHECK(curve(a.out) == curve(b.out));
+  const auto ma = read_metrics(example), mb = read_metrics(tool);
+  REQUIRE(ma.size() == mb.size());
+  for (const auto& [step, metrics] : ma) CHECK(deterministic(metrics) == deterministic(mb.at(step)));
+  CHECK(grpo::io::read_file(example / "completions.jsonl") == grpo::io::read_file(tool / "completions.jsonl"));
+  // grpo train --config on r1_zero's config.yaml runs the same run again.
+  const auto again = scratch("demo_grpo_train_config");
+  const auto c = grpo::testing::run_command(std::string(GRPO_CLI_PATH) + " train --config " +
+                                            (example / "config.yaml").string() + " --output-dir " + again.string() +
+                                            " 2>&1");
+  INFO(c.out);
+  REQUIRE(c.status == 0);
+  CHECK(curve(c.out) == curve(a.out));
+  const auto help = grpo::testing::run_command(std::string(GRPO_CLI_PATH) + " train --help 2>&1");
+  CHECK(help.status == 0);
+  CHECK_THAT(help.out, Catch::Contains("grpo train [options]") && Catch::Contains("--kl-target NUMBER"));
+#else
+  SUCCEED("built without tools/ (GRPO_BUILD_TOOLS=OFF)");
+#endif
 }

@@ -6,6 +6,7 @@
 #include <grpo/loss/recipes.hpp>
 #include <grpo/train/grpo_trainer.hpp>
 #include <support/model_testing.hpp>
+#include <support/token_prompt_source.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -19,9 +20,8 @@ using namespace grpo;
 
 namespace {
 
-/// Prompts [t] (t = 1 … 5), each row's gold answer the same token; stop token 7, padding 0.
-struct EchoTask final : train::PromptSource {
-  std::vector<train::Problem> held;
+/// Prompts [t] (t = 1 … 5), each row's gold answer the same token, in two domains; stop token 7, padding 0.
+struct EchoTask final : testing::TokenPromptSource {
   std::vector<train::Problem> train_batch(std::int64_t, std::int64_t count) override {
     std::vector<train::Problem> out;
     for (std::int64_t i = 0; i < count; ++i) {
@@ -32,14 +32,6 @@ struct EchoTask final : train::PromptSource {
     }
     return out;
   }
-  const std::vector<train::Problem>& held_out() const override { return held; }
-  std::string decode(std::span<const std::int64_t> ids) const override {
-    std::string out;
-    for (const auto id : ids) out += std::to_string(id);
-    return out;
-  }
-  std::vector<std::int64_t> eos_token_ids() const override { return {7}; }
-  std::int64_t pad_token_id() const override { return 0; }
   std::vector<std::string> domain_names() const override { return {"even", "odd"}; }
 };
 
@@ -114,6 +106,14 @@ models::CausalLM echo_model() {
   return models::CausalLM(testing::tiny_model_config({.vocab = 8}));
 }
 
+/// What a one-trainer test holds: the task, the scorer, one process and the model.
+struct EchoRun {
+  EchoTask task;
+  train::StepScorer scorer = echo_scorer();
+  train::ProcessGroup group{train::ProcessGroupOptions{}};
+  models::CausalLM model = echo_model();
+};
+
 }  // namespace
 
 TEST_CASE("GrpoTrainer with a custom generator: every chunk and ReMax's greedy request go through it, and "
@@ -151,12 +151,10 @@ TEST_CASE("GrpoTrainer with a custom generator: every chunk and ReMax's greedy r
 }
 
 TEST_CASE("GrpoTrainer with a generator that does not sample trains on the completions it wrote", "[train][trainer]") {
-  EchoTask task;
-  auto scorer = echo_scorer();
-  train::ProcessGroup group{train::ProcessGroupOptions{}};
-  auto model = echo_model();
-  auto o = options();
-  train::GrpoTrainer trainer(model, task, scorer, group, o, {.generator = std::make_shared<ScriptedGenerator>()});
+  EchoRun run;
+  auto& model = run.model;
+  train::GrpoTrainer trainer(model, run.task, run.scorer, run.group, options(),
+                             {.generator = std::make_shared<ScriptedGenerator>()});
   const auto before = model->parameters()[0].clone();
   trainer.begin_step(1);
   const auto batch = trainer.collect_groups(1);
@@ -178,10 +176,8 @@ TEST_CASE("GrpoTrainer with a generator that does not sample trains on the compl
 }
 
 TEST_CASE("GrpoTrainer with a custom optimizer: SGD steps each parameter by -lr * its gradient", "[train][trainer]") {
-  EchoTask task;
-  auto scorer = echo_scorer();
-  train::ProcessGroup group{train::ProcessGroupOptions{}};
-  auto model = echo_model();
+  EchoRun run;
+  auto& model = run.model;
   auto o = options();
   o.max_grad_norm = 0.0;  // no clipping: the step is exactly the gradient's
   o.learning_rate = 0.5;
@@ -190,7 +186,7 @@ TEST_CASE("GrpoTrainer with a custom optimizer: SGD steps each parameter by -lr 
       .optimizer = [](const std::vector<torch::Tensor>& parameters) {
         return std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(1.0));
       }};
-  train::GrpoTrainer trainer(model, task, scorer, group, o, parts);
+  train::GrpoTrainer trainer(model, run.task, run.scorer, run.group, o, parts);
   REQUIRE(dynamic_cast<torch::optim::SGD*>(&trainer.optimizer()) != nullptr);
   std::vector<torch::Tensor> before;
   for (const auto& p : model->parameters()) before.push_back(p.detach().clone());
@@ -209,7 +205,7 @@ TEST_CASE("GrpoTrainer with a custom optimizer: SGD steps each parameter by -lr 
   o.optimizer_precision = train::OptimizerPrecision::compensated;
   auto bf16 = echo_model();
   bf16->to(torch::kBFloat16);
-  CHECK_THROWS_WITH(train::GrpoTrainer(bf16, task, scorer, group, o, parts),
+  CHECK_THROWS_WITH(train::GrpoTrainer(bf16, run.task, run.scorer, run.group, o, parts),
                     Catch::Contains("custom optimizer") && Catch::Contains("optimizer_precision"));
 }
 

@@ -102,6 +102,12 @@ struct SamplerCorrectionOptions {
   }
 };
 
+/// verl's rollout correction (verl docs/algo/rollout_corr.md: rollout_is_threshold 2.0 by default;
+/// verl/trainer/ppo/rollout_corr_helper.py: SAFETY_BOUND 20): truncated importance weights at token or sequence level.
+inline SamplerCorrectionOptions verl_rollout_correction(SamplerCorrectionMode mode) {
+  return {.mode = mode, .clip_min = std::nullopt, .clip_max = 2.0, .log_ratio_bound = 20.0, .batch_normalize = false};
+}
+
 /// Per-token weights ρ that multiply the per-token policy loss (not the KL term, as in TRL). trainer_log_probs:
 /// the trainer's log-probs of the sampled tokens under the weights that sampled them (TRL and OpenRLHF use the
 /// old log-probs; pass log_probs.detach() when there are none); sampler_log_probs: the sampler's; both [B, T]

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// r1_zero's ROLL converter (examples/r1_zero_roll_config.hpp) on ROLL query filters, without a training run (the
+// The ROLL converter (train/roll_config.hpp) on ROLL query filters, without a training run (the
 // whole-run test with three domains is in r1_zero_test.cpp): ROLL's defaults (user_defined_rollout_loop.py
 // query_filter) become dynamic-sampling settings, and a type ROLL does not have is an error naming its line.
-#include <r1_zero_roll_config.hpp>
+#include <grpo/train/roll_config.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -11,11 +11,11 @@
 
 namespace {
 
-/// The converted settings, by r1_zero key (one value each).
+/// The converted settings, by run-setting key (one value each).
 std::map<std::string, std::string> settings_of(const std::string& yaml) {
   const auto root = grpo::io::parse_config(yaml, "rlvr_config.yaml");
   std::map<std::string, std::string> out;
-  for (const auto& s : r1_zero::convert_roll_config(root).settings) out[s.key] = s.values.empty() ? "" : s.values[0];
+  for (const auto& s : grpo::train::convert_roll_config(root).settings) out[s.key] = s.values.empty() ? "" : s.values[0];
   return out;
 }
 
@@ -25,14 +25,14 @@ const std::string kOneDomain =
 
 }  // namespace
 
-TEST_CASE("r1_zero --roll-config: one domain's query_filter_config is the run's dynamic-sampling filter",
+TEST_CASE("ROLL config conversion: one domain's query_filter_config is the run's dynamic-sampling filter",
           "[examples][config]") {
   // std_filter: std <= std_threshold drops; no mean condition.
   auto s = settings_of(kOneDomain + "    query_filter_config:\n      type: std_filter\n      filter_args:\n"
                                     "        std_threshold: 0.05\n");
   CHECK(s.at("dynamic_sampling_min_std") == "0.05");
   CHECK(s.count("dynamic_sampling_mean_above") == 0);
-  CHECK(s.at("dynamic_sampling_max_rounds") == std::to_string(r1_zero::kRollFilterRounds));
+  CHECK(s.at("dynamic_sampling_max_rounds") == std::to_string(grpo::train::kRollFilterRounds));
   // mean_filter: mean <= threshold_down or >= threshold_up drops; ROLL's threshold_down default is -1, and there is
   // no std condition (min_std -1 keeps a group of equal rewards).
   s = settings_of(kOneDomain + "    query_filter_config:\n      type: mean_filter\n      filter_args:\n"

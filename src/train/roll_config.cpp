@@ -1,82 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-// r1_zero --roll-config: a ROLL RLVR config (rlvr_config.yaml, alibaba/ROLL roll/pipeline/rlvr/rlvr_config.py and
-// roll/configs/base_config.py @ 8eb27cc) read as r1_zero settings. Each ROLL key that has a counterpart becomes that
-// setting (with ROLL's file:line for errors); every other key is listed with the reason it is not used, so nothing is
-// dropped silently. Settings given on the command line or by --config win over the ROLL file's.
-//
-//   ROLL                                            r1_zero
-//   max_steps, save_steps, eval_steps, logging_steps steps, save_every, eval_every, log_every
-//   rollout_batch_size, num_return_sequences_in_group prompts, group_size
-//   response_length (or sequence_length − prompt_length, or actor_infer's max_new_tokens)   max_new_tokens
-//   ppo_epochs, pg_clip / use_pg_clip_range + pg_clip_low/high   mu, epsilon, epsilon_high
-//   dual_clip_loss (c = 1 + 2·pg_clip, ROLL's), advantage_clip, reward_clip   dual_clip, advantage_clip, reward_clip
-//   difficulty_mask with difficulty_low/high_threshold   difficulty_mask
-//   whiten_advantages                               whiten_advantages (with reinforce: reinforce_pp)
-//   adv_estimator grpo | reinforce (with whiten_advantages) | a name r1_zero knows   advantage grpo | reinforce_pp | ...
-//   loss_agg_mode token-mean | seq-mean-token-mean | seq-mean-token-sum-norm   loss dapo | grpo | dr_grpo
-//   add_token_level_kl + init_kl_coef, target_kl, kl_horizon, kl_penalty   kl_in_reward.{coef, control, target, ...}
-//   use_kl_loss + kl_loss_coef, entropy_loss_coef    beta, entropy_coef
-//   actor_train.training_args: learning_rate, weight_decay, warmup_steps, max_grad_norm, lr_scheduler_type
-//   actor_infer.generating_args: temperature, top_p, top_k
-//   validation.data_args.file_name, validation.generating_args: temperature, top_p, top_k
-//                                                   validation_data, eval_temperature, eval_top_p, eval_top_k
-//   pretrain                                        model
-//   actor_train.data_args.file_name, domain_interleave_probs, rewards.<d>.{worker_cls, tag_included}
-//                                                   data, or a domains section (math / code_sandbox / llm_judge
-//                                                   workers; every file goes to every domain: rows route by tag)
-//   rewards.<d>.query_filter_config (std_filter: std_threshold; mean_filter: threshold_down/up)
-//                                                   domains.<d>.dynamic_sampling_filter {min_std, mean_above,
-//                                                   mean_below} (one domain: --dynamic-sampling-min-std/-mean-*),
-//                                                   with per-domain dynamic sampling; ROLL samples until the batch is
-//                                                   full, here at most kRollFilterRounds rounds a step
-#pragma once
+#include <grpo/train/roll_config.hpp>
 
-#include <grpo/grpo.hpp>
+#include <grpo/core/error.hpp>
+#include <grpo/core/json_quote.hpp>
+#include <grpo/train/grpo_trainer.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <map>
-#include <optional>
 #include <regex>
 #include <set>
-#include <string>
-#include <vector>
+#include <string_view>
 
-namespace r1_zero {
+namespace grpo::train {
 
-/// One r1_zero setting taken from a ROLL config.
-struct RollSetting {
-  std::string key;                  ///< r1_zero's config key ("prompts", "kl_in_reward_coef")
-  std::vector<std::string> values;  ///< its value(s) as text
-  std::string source;               ///< "file:line (ROLL key)" for error messages
-};
-
-struct RollConversion {
-  std::vector<RollSetting> settings;
-  std::string domains_yaml;          ///< an r1_zero `domains:` section (YAML), empty for one data set
-  std::string unknown_tag;           ///< "skip" when some ROLL domain could not be converted, else ""
-  /// "file:line: key: reason" for every ROLL key not used: values that have no counterpart first, then every key
-  /// nothing read, in file order.
-  std::vector<std::string> unmapped;
-};
-
-/// Rounds of prompts a step samples at most when a ROLL query filter drops groups (ROLL keeps sampling until the
-/// batch is full; a bound keeps a filter that nothing passes from looping). --dynamic-sampling-max-rounds overrides.
-inline constexpr int kRollFilterRounds = 8;
-
-/// ROLL's query filter of one reward domain (user_defined_rollout_loop.py query_filter): std_filter drops a group
-/// whose torch.std (Bessel) is <= std_threshold (default -1), mean_filter one whose mean is <= threshold_down
-/// (default -1) or >= threshold_up (default inf); no_filter keeps every group. As GroupFilter values (text).
-struct RollQueryFilter {
-  std::string min_std = "-1";
-  std::optional<std::string> mean_above, mean_below;
-};
-
-namespace detail {
+namespace {
 
 /// Why ROLL keys have no counterpart here (by the key's last component, or its first for whole sections).
-inline const std::map<std::string, std::string, std::less<>>& roll_reasons() {
+const std::map<std::string, std::string, std::less<>>& roll_reasons() {
   static const std::map<std::string, std::string, std::less<>> reasons = {
       {"prompt_length", "prompts are not dropped by length here (ROLL drops prompts longer than prompt_length)"},
       {"norm_mean_type", "the advantage estimator (--advantage) decides the baseline and scale"},
@@ -111,7 +53,7 @@ inline const std::map<std::string, std::string, std::less<>>& roll_reasons() {
 }
 
 /// Whole sections and top-level keys that describe ROLL's cluster rather than the algorithm.
-inline bool roll_infrastructure(std::string_view path) {
+bool roll_infrastructure(std::string_view path) {
   static const std::vector<std::string_view> prefixes = {
       "hydra",        "defaults",          "exp_name",        "logging_dir",       "output_dir",
       "num_gpus_per_node", "track_with",   "tracker_kwargs",  "checkpoint_config", "resume_from_checkpoint",
@@ -128,7 +70,7 @@ inline bool roll_infrastructure(std::string_view path) {
 }
 
 /// Every leaf (scalar, null, list) of `node` that nothing read, with its reason.
-inline void list_unread(const grpo::io::ConfigNode& node, std::vector<std::string>& out) {
+void list_unread(const io::ConfigNode& node, std::vector<std::string>& out) {
   if (node.is_map()) {
     for (const auto& [key, child] : node.entries()) list_unread(child, out);
     return;
@@ -148,19 +90,17 @@ inline void list_unread(const grpo::io::ConfigNode& node, std::vector<std::strin
   out.push_back(fmt::format("{}: {}: {}", node.source(), path, reason));
 }
 
-}  // namespace detail
+}  // namespace
 
-/// Converts a parsed ROLL RLVR config (grpo::io::parse_config of the file). Throws ConfigError naming file:line and
-/// key for a value that cannot be read (a non-numeric pg_clip, an interpolation naming nothing).
-inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
+RollConversion convert_roll_config(const io::ConfigNode& root) {
   RollConversion out;
   // ${key} interpolation (Hydra/OmegaConf) of top-level scalars, as ROLL's configs use it.
-  const auto text_of = [&](const grpo::io::ConfigNode& node) -> std::string {
+  const auto text_of = [&](const io::ConfigNode& node) -> std::string {
     const std::string text = node.text();
     static const std::regex interpolation(R"(^\$\{([A-Za-z0-9_.]+)\}$)");
     std::smatch match;
     if (!std::regex_match(text, match, interpolation)) return text;
-    const grpo::io::ConfigNode* target = &root;
+    const io::ConfigNode* target = &root;
     std::string rest = match[1];
     for (std::size_t dot; target != nullptr && target->is_map();) {
       dot = rest.find('.');
@@ -172,8 +112,8 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
                       node.source(), node.path(), text);
     return target->text();
   };
-  const auto at = [&](std::string_view path) -> const grpo::io::ConfigNode* {
-    const grpo::io::ConfigNode* node = &root;
+  const auto at = [&](std::string_view path) -> const io::ConfigNode* {
+    const io::ConfigNode* node = &root;
     std::string_view rest = path;
     while (node != nullptr) {
       if (!node->is_map()) return nullptr;
@@ -184,7 +124,7 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
     }
     return node != nullptr && !node->is_null() ? node : nullptr;
   };
-  const auto set = [&](std::string key, std::vector<std::string> values, const grpo::io::ConfigNode& from) {
+  const auto set = [&](std::string key, std::vector<std::string> values, const io::ConfigNode& from) {
     out.settings.push_back({std::move(key), std::move(values), fmt::format("{} ({})", from.source(), from.path())});
   };
   const auto copy = [&](std::string_view roll, std::string key) {
@@ -310,12 +250,12 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
   else if (at("use_kl_loss") != nullptr) set("beta", {"0"}, *at("use_kl_loss"));
 
   // ROLL's per-domain query filters: nullopt for no_filter (or none).
-  const auto query_filter = [&](const grpo::io::ConfigNode& spec) -> std::optional<RollQueryFilter> {
-    const grpo::io::ConfigNode* config = spec.find("query_filter_config");
+  const auto query_filter = [&](const io::ConfigNode& spec) -> std::optional<RollQueryFilter> {
+    const io::ConfigNode* config = spec.find("query_filter_config");
     if (config == nullptr || config->is_null()) return std::nullopt;
-    const grpo::io::ConfigNode* type = config->find("type");
+    const io::ConfigNode* type = config->find("type");
     const std::string kind = type ? text_of(*type) : "no_filter";  // RewardFilterConfig's default
-    const grpo::io::ConfigNode* args = config->find("filter_args");
+    const io::ConfigNode* args = config->find("filter_args");
     const auto arg = [&](const char* key) { return args != nullptr && args->is_map() ? args->find(key) : nullptr; };
     RollQueryFilter filter;
     if (kind == "no_filter") {
@@ -347,9 +287,9 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
     std::string yaml = "domains:\n";
     bool files_placed = false;
     std::map<std::string, std::optional<RollQueryFilter>> filters;
-    const grpo::io::ConfigNode* filtered = nullptr;  // a query_filter_config that drops groups
+    const io::ConfigNode* filtered = nullptr;  // a query_filter_config that drops groups
     for (const auto& [name, probability] : probs->entries()) {
-      const grpo::io::ConfigNode* spec = rewards ? rewards->find(name) : nullptr;
+      const io::ConfigNode* spec = rewards ? rewards->find(name) : nullptr;
       if (spec == nullptr) continue;
       filters[name] = query_filter(*spec);
       if (filters[name] && filtered == nullptr) filtered = spec->find("query_filter_config");
@@ -359,8 +299,8 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
       set("dynamic_sampling_max_rounds", {std::to_string(kRollFilterRounds)}, *filtered);
     }
     for (const auto& [name, probability] : probs->entries()) {
-      const grpo::io::ConfigNode* spec = rewards ? rewards->find(name) : nullptr;
-      const grpo::io::ConfigNode* worker = spec ? spec->find("worker_cls") : nullptr;
+      const io::ConfigNode* spec = rewards ? rewards->find(name) : nullptr;
+      const io::ConfigNode* worker = spec ? spec->find("worker_cls") : nullptr;
       const std::string cls = worker ? worker->text() : "";
       std::string kind, entries;
       if (cls.find("Math") != std::string::npos) {
@@ -370,8 +310,8 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
         entries = "[{name: code_tests}]";
       } else if (cls.find("LLMJudge") != std::string::npos) {
         kind = "general";
-        const grpo::io::ConfigNode* model = spec->find("model_args");
-        const grpo::io::ConfigNode* path = model ? model->find("model_name_or_path") : nullptr;
+        const io::ConfigNode* model = spec->find("model_args");
+        const io::ConfigNode* path = model ? model->find("model_name_or_path") : nullptr;
         entries = fmt::format("[{{name: judge, backend: http, model: {}}}]",
                               grpo::json_quoted(path ? path->text() : "judge"));
       } else {
@@ -383,7 +323,7 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
         continue;
       }
       std::vector<std::string> tags;
-      if (const grpo::io::ConfigNode* included = spec->find("tag_included")) tags = included->texts();
+      if (const io::ConfigNode* included = spec->find("tag_included")) tags = included->texts();
       if (tags.empty()) tags = {name};
       std::vector<std::string> quoted_tags, quoted_files;
       for (const auto& t : tags) quoted_tags.push_back(grpo::json_quoted(t));
@@ -413,7 +353,7 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
     }
     if (probs != nullptr) probs->mark_read();
     // One domain: its query filter is the run's.
-    const grpo::io::ConfigNode* only = nullptr;
+    const io::ConfigNode* only = nullptr;
     if (probs != nullptr && probs->is_map() && probs->entries().size() == 1 && rewards != nullptr) {
       only = rewards->find(probs->entries().front().first);
     } else if (probs == nullptr && rewards != nullptr && rewards->is_map() && rewards->entries().size() == 1) {
@@ -421,7 +361,7 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
     }
     if (only != nullptr) {
       if (const auto filter = query_filter(*only)) {
-        const grpo::io::ConfigNode& config = *only->find("query_filter_config");
+        const io::ConfigNode& config = *only->find("query_filter_config");
         set("dynamic_sampling_min_std", {filter->min_std}, config);
         if (filter->mean_above) set("dynamic_sampling_mean_above", {*filter->mean_above}, config);
         if (filter->mean_below) set("dynamic_sampling_mean_below", {*filter->mean_below}, config);
@@ -438,8 +378,8 @@ inline RollConversion convert_roll_config(const grpo::io::ConfigNode& root) {
                                          spec.source(), name));
     }
   }
-  detail::list_unread(root, out.unmapped);
+  list_unread(root, out.unmapped);
   return out;
 }
 
-}  // namespace r1_zero
+}  // namespace grpo::train

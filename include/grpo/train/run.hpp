@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// A whole training run from its settings (run_settings.hpp): the parts built in the order they depend on each other,
+// then the loop that trains, evaluates and saves them. `grpo train` is parse_run_settings + build_run + train_run;
+// examples/r1_zero.cpp builds the same parts and writes its own loop, phase by phase.
+//
+//   grpo::train::RunSettings settings;
+//   if (!grpo::train::parse_run_settings(settings, args, "grpo train [options]")) return 0;
+//   auto run = grpo::train::build_run(settings);
+//   const auto curve = grpo::train::train_run(*run, settings);   // held-out accuracy by step
+#pragma once
+
+#include <grpo/train/checkpoint.hpp>
+#include <grpo/train/distributed.hpp>
+#include <grpo/train/grpo_trainer.hpp>
+#include <grpo/train/mixed_prompt_source.hpp>
+#include <grpo/train/run_settings.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace grpo::train {
+
+/// --device for this rank: cpu; cuda is cuda:LOCAL_RANK (one GPU per process); cuda:N only with one process.
+torch::Device run_device(const RunSettings& settings, const ProcessGroup& group);
+/// --dtype as a torch dtype.
+torch::ScalarType run_dtype(const RunSettings& settings);
+/// The LoRA configuration the settings ask for: --lora-adapter's adapter_config.json, --lora-r's, or none.
+std::optional<models::LoraOptions> run_lora(const RunSettings& settings);
+/// The model as the settings ask, in place: --dtype and --device, LoRA adapters (a target matching no module is an
+/// error naming the flag), activation checkpointing (auto: on from 100 M parameters).
+void prepare_model(models::CausalLM& model, const RunSettings& settings, const torch::Device& device);
+/// The run's scorer: --reward-config, the config's reward entries, or --rewards with --reward-weights; with
+/// domains, each domain's own set.
+StepScorer make_scorer(const RunSettings& settings);
+/// The data runs' prompt source: --data and the domains' files, held-out split or validation files, curriculum.
+std::unique_ptr<MixedPromptSource> make_data_source(const RunSettings& settings, text::Tokenizer tokenizer,
+                                                    std::vector<std::int64_t> eos_token_ids);
+
+/// Everything a run holds, at fixed addresses (the trainer refers to the group, source and scorer).
+struct Run {
+  explicit Run(ProcessGroup process_group) : group(std::move(process_group)) {}
+  ProcessGroup group;
+  torch::Device device = torch::kCPU;
+  models::CausalLM model{nullptr};
+  std::unique_ptr<PromptSource> source;
+  std::unique_ptr<StepScorer> scorer;
+  std::unique_ptr<GrpoTrainer> trainer;
+  std::unique_ptr<CheckpointManager> checkpoints;
+  std::int64_t first_step = 1;  ///< after a resume, the step after the checkpoint's
+};
+
+/// Builds a run: the process group (RANK/WORLD_SIZE from the environment, scripts/launch.sh), intra-op threads, the
+/// model (the tiny task's, warmed up, or the checkpoint's), the prompt source, the scorer and the trainer; restores the
+/// newest checkpoint with --resume. On rank 0 it prints the model line, writes config.yaml (refusing a --config that
+/// is this output directory's own config.yaml unless resuming) and adds the metrics, completions and progress logs.
+std::unique_ptr<Run> build_run(RunSettings& settings);
+
+/// The loop from run.first_step to the last step: step, evaluate (rank 0, every eval_every and at the end), save
+/// (every save_every and at the end); a LoRA run's adapter is saved as peft saves it. Returns the held-out accuracy
+/// by step (rank 0; step 0 when the run started from scratch).
+std::vector<std::pair<std::int64_t, double>> train_run(Run& run, const RunSettings& settings);
+
+/// `program [options]`: parse, build, train, print the accuracy curve. Returns the exit status; errors are printed
+/// as "<program>: <message>".
+int run_training_command(std::span<const std::string> args, std::string_view program);
+
+}  // namespace grpo::train

@@ -109,7 +109,11 @@ TEST_CASE("sampler correction: log-ratios of ±100 give finite weights, no gradi
   const auto weights = [&](SamplerCorrectionMode mode) { return grpo::sampler_correction_weights(t, s, m, {.mode = mode}); };
   GRPO_REQUIRE_CLOSE(weights(SamplerCorrectionMode::token_truncate), torch::tensor({{3.0f, 0.0f}}), 0, 1e-30);
   GRPO_REQUIRE_CLOSE(weights(SamplerCorrectionMode::token_mask), torch::tensor({{0.0f, 0.0f}}), 0, 1e-30);
-  CHECK(weights(SamplerCorrectionMode::token_mask)[0][1].item<float>() > 0.0f);  // e^−100 is within the bounds
+  // A small ρ inside the bounds is kept by token_mask (e^−100 itself is subnormal in fp32, 0 where subnormals flush to
+  // zero, so e^−5 shows it): its weight is ρ, not 0.
+  const auto small = grpo::sampler_correction_weights(torch::tensor({{-5.0f}}), torch::zeros({1, 1}), torch::ones({1, 1}),
+                                                       {.mode = SamplerCorrectionMode::token_mask});
+  CHECK(small[0][0].item<float>() == Approx(std::exp(-5.0)).epsilon(1e-6));
   GRPO_REQUIRE_CLOSE(weights(SamplerCorrectionMode::sequence_truncate), torch::tensor({{1.0f, 1.0f}}), 1e-6, 0);
   GRPO_REQUIRE_CLOSE(weights(SamplerCorrectionMode::sequence_mask), torch::tensor({{1.0f, 1.0f}}), 1e-6, 0);
 }

@@ -101,7 +101,11 @@ TEST_CASE("bf16 KV-cache decoding is as close to the fp32 model as the bf16 full
   const auto full = torch::log_softmax(model->forward(ids, mask).to(torch::kFloat32), -1);
   const auto decoding_error = (decoded - exact).abs().narrow(1, prompt, total - prompt);
   const auto forward_error = (full - exact).abs().narrow(1, prompt, total - prompt);
+  // Both paths round the same weights and activations to bf16 (each rounding within 2⁻⁸ relative) and differ only in
+  // accumulation order and kernels, so both get the forward's limits (above: mean 0.04, max 0.15). The means over
+  // ~3·10⁵ log-probs are stable statistics: decoding's stays within 1.5× the forward's. The maxima are extreme values
+  // of different kernels (the few-rows and few-queries ones only where AVX512-BF16 is): compared with the limit only.
   CHECK(decoding_error.mean().item<double>() < 0.04);
   CHECK(decoding_error.mean().item<double>() < 1.5 * forward_error.mean().item<double>());
-  CHECK(decoding_error.max().item<double>() < 1.5 * forward_error.max().item<double>());
+  CHECK(decoding_error.max().item<double>() < 0.15);
 }

@@ -11,14 +11,37 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <unistd.h>
 
 namespace grpo::testing {
+
+/// This process's scratch directory, <tmp>/<prefix>_<pid>: removed with everything in it when the process exits,
+/// unless GRPO_KEEP_SCRATCH=1 (to look at a failing run's files).
+inline std::filesystem::path scratch_root(const std::string& prefix) {
+  struct Remover {
+    std::vector<std::filesystem::path> dirs;
+    ~Remover() {
+      const char* keep = std::getenv("GRPO_KEEP_SCRATCH");
+      if (keep != nullptr && std::string_view(keep) == "1") return;
+      std::error_code ignored;
+      for (const auto& dir : dirs) std::filesystem::remove_all(dir, ignored);
+    }
+  };
+  static Remover remover;  // one for the process: every test file's prefix is added to it
+  const auto dir = std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()));
+  if (std::find(remover.dirs.begin(), remover.dirs.end(), dir) == remover.dirs.end()) remover.dirs.push_back(dir);
+  return dir;
+}
 
 /// A tiny random Qwen2 (of `sizes`) with the real vocabulary, saved as a Hugging Face checkpoint in `dir` beside the
 /// real Qwen tokenizer; nullopt when the tokenizer is not installed, after reporting the test as skipped (the caller

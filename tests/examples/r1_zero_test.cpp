@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch_root() { return fs::temp_directory_path() / ("grpo_r1_zero_test_" + std::to_string(::getpid())); }
+fs::path scratch_root() { return grpo::testing::scratch_root("grpo_r1_zero_test"); }
 
 /// An empty directory under scratch_root().
 fs::path scratch(const std::string& name) {

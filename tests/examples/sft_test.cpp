@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch_root() { return fs::temp_directory_path() / ("grpo_sft_test_" + std::to_string(::getpid())); }
+fs::path scratch_root() { return grpo::testing::scratch_root("grpo_sft_test"); }
 
 fs::path scratch(const std::string& name) {
   const auto dir = scratch_root() / name;

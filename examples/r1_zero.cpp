@@ -41,9 +41,9 @@ int main(int argc, char** argv) try {
     const grpo::train::UpdateResult update = trainer.policy_update(batch, advantages);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     trainer.finish_step(batch, advantages, update, seconds);  // metrics, controllers, callbacks (the logs)
-    if (main_rank && batch.difficulty_masked_groups > 0) {
+    if (main_rank && batch.difficulty_masked_groups() > 0) {
       fmt::print("step {}: the difficulty mask kept {} of {} groups out of the loss\n", step,
-                 batch.difficulty_masked_groups, batch.problems.size());
+                 batch.difficulty_masked_groups(), batch.problems.size());
     }
     // Evaluate on rank 0 (the others wait at the next collective); every rank takes part in a checkpoint.
     if (main_rank && ((settings.eval_every > 0 && step % settings.eval_every == 0) || step == last)) {

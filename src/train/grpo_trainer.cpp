@@ -412,9 +412,6 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   out.sampled_lengths = torch::cat(lengths);
   out.sampled_truncated = torch::cat(truncation);
   out.in_loss_groups = selection_.in_loss(out.totals, group_size);
-  if (out.in_loss_groups.defined()) {
-    out.difficulty_masked_groups = static_cast<double>((~out.in_loss_groups).sum().item<std::int64_t>());
-  }
   if (out.train && out.rows() > 0) {
     const auto greedy_started = std::chrono::steady_clock::now();
     add_greedy_baselines(out);
@@ -617,7 +614,8 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
                     static_cast<double>(batch.rows() / batch.group_size)});
   values.insert(values.end(), update.loss_metrics.begin(), update.loss_metrics.end());
   if (options_.difficulty_mask) {
-    values.push_back({"difficulty_mask/masked_groups", batch.difficulty_masked_groups, MetricReduction::sum, 1.0});
+    values.push_back({"difficulty_mask/masked_groups", static_cast<double>(batch.difficulty_masked_groups()),
+                      MetricReduction::sum, 1.0});
   }
   values.insert(values.end(),
                 {{"completions/mean_length", lengths.mean().item<double>(), MetricReduction::weighted_mean, sampled},

@@ -78,6 +78,10 @@ OptionSpec custom_option(std::string key, std::string help, std::string value_na
   return option;
 }
 
+double option_number(const std::string& text, const OptionCheck<double>& check) {
+  return parse_number<double>(text, check);
+}
+
 std::string flag_of(std::string_view key) {
   std::string flag = "--" + std::string(key);
   std::replace(flag.begin(), flag.end(), '_', '-');

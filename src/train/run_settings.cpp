@@ -53,16 +53,14 @@ OptionSpec named(std::string key, std::string& value, std::string help, AcceptTy
 OptionSpec symmetric_clip(std::string key, std::optional<std::pair<double, double>>& range, std::string help) {
   OptionSpec option = custom_option(std::move(key), std::move(help), "NUMBER");
   option.assign = [&range](const std::vector<std::string>& v) {
-    double c = 0.0;
-    make_option("", c, "", at_least_zero()).assign(v);
+    const double c = option_number(v.at(0), at_least_zero());
     range = c > 0 ? std::optional(std::pair(-c, c)) : std::nullopt;
   };
   option.yaml = [&range] { return range ? fmt::format("{}", range->second) : std::string(); };
   return option;
 }
 
-template <typename T>
-OptionSpec with_aliases(OptionSpec option, std::vector<std::string> aliases, T phase) {
+OptionSpec with_aliases(OptionSpec option, std::vector<std::string> aliases, int phase) {
   option.aliases = std::move(aliases);
   option.phase = phase;
   return option;
@@ -163,8 +161,7 @@ OptionTable run_option_table(RunSettings& s) {
   OptionSpec dual_clip = custom_option("dual_clip", "dual clip c > 1 of ppo_clip for negative advantages (verl clip_ratio_c 3; ROLL "
                                "dual_clip_loss 1 + 2·pg_clip; 0 = off)", "NUMBER");
   dual_clip.assign = [&t](const std::vector<std::string>& v) {
-    double c = 0.0;
-    make_option("", c, "", at_least_zero()).assign(v);
+    const double c = option_number(v.at(0), at_least_zero());
     t.loss.policy.dual_clip_c = c > 0 ? std::optional(c) : std::nullopt;
   };
   dual_clip.yaml = [&t] { return t.loss.policy.dual_clip_c ? fmt::format("{}", *t.loss.policy.dual_clip_c) : ""; };
@@ -220,7 +217,7 @@ OptionTable run_option_table(RunSettings& s) {
                                      "(ROLL difficulty_mask)", "LOW,HIGH", OptionSpec::Arity::list);
   difficulty_mask.assign = [&t](const std::vector<std::string>& v) {
     std::vector<double> bounds;
-    make_option("", bounds, "").assign(v);
+    for (const std::string& text : v) bounds.push_back(option_number(text));
     GRPO_CHECK_CONFIG(bounds.size() == 2, "expected LOW,HIGH, got {} numbers", bounds.size());
     t.difficulty_mask = std::pair(bounds[0], bounds[1]);
   };
@@ -277,15 +274,11 @@ OptionTable run_option_table(RunSettings& s) {
                                "verl rollout correction: weigh the policy loss by the trainer/sampler ratio per token "
                                "or per sequence, truncated at --rollout-is-threshold (none = off)",
                                one_of({"none", "token", "sequence"}));
-  rollout_is.assign = [&s, &t, check = one_of({"none", "token", "sequence"})](const std::vector<std::string>& v) {
-    if (const std::string what = check(v.at(0)); !what.empty()) {
-      throw ConfigError(fmt::format("expected {}, got '{}'", what, v.at(0)));
-    }
-    s.rollout_is = v.at(0);
-    t.loss.sampler_correction = s.rollout_is == "none" ? SamplerCorrectionOptions{}
-                                : s.rollout_is == "token"
-                                    ? verl_rollout_correction(SamplerCorrectionMode::token_truncate)
-                                    : verl_rollout_correction(SamplerCorrectionMode::sequence_truncate);
+  rollout_is.assign = [assign = rollout_is.assign, &s, &t](const std::vector<std::string>& v) {
+    assign(v);  // checks and stores the name
+    t.loss.sampler_correction = s.rollout_is == "none"    ? SamplerCorrectionOptions{}
+                                : s.rollout_is == "token" ? verl_rollout_correction(SamplerCorrectionMode::token_truncate)
+                                                          : verl_rollout_correction(SamplerCorrectionMode::sequence_truncate);
   };
   add(over_recipe(std::move(rollout_is)));
   OptionSpec threshold = make_option("rollout_is_threshold", t.loss.sampler_correction.clip_max,

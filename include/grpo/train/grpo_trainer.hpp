@@ -186,9 +186,8 @@ struct StepBatch {
   /// [rows] each reward's value by label (and "soft_overlong" when the stage has an overlong buffer)
   std::vector<std::vector<std::pair<std::string, std::optional<double>>>> reward_values;
   /// [problems] bool: which kept groups reach the loss (GroupSelection::in_loss, ROLL's difficulty mask); undefined:
-  /// all of them. `difficulty_masked_groups` counts the others.
+  /// all of them.
   torch::Tensor in_loss_groups;
-  double difficulty_masked_groups = 0.0;
   /// Reward metrics of every completion sampled (all rounds), dynamic-sampling metrics, completion lengths [N] and
   /// truncation flags [N] (float64) of every completion sampled this step: the policy's numbers, not the filter's.
   std::vector<MetricValue> score_metrics;
@@ -209,6 +208,10 @@ struct StepBatch {
   double generation_seconds = 0.0, scoring_seconds = 0.0, old_log_prob_seconds = 0.0, ref_log_prob_seconds = 0.0;
 
   std::int64_t rows() const { return static_cast<std::int64_t>(completions.size()); }
+  /// The kept groups the difficulty mask keeps out of the loss (0 without a mask).
+  std::int64_t difficulty_masked_groups() const {
+    return in_loss_groups.defined() ? (~in_loss_groups).sum().item<std::int64_t>() : 0;
+  }
 };
 
 /// What policy_update measured: GrpoLoss's metrics of the last pass (micro-batches combined) and the gradient norm.

@@ -66,6 +66,10 @@ OptionCheck<double> within(double low, double high);
 /// A string check: one of `names` ("expected one of a, b, c").
 OptionCheck<std::string> one_of(std::vector<std::string> names);
 
+/// `text` as a number (strtod's whole-text syntax, not NaN) that `check` accepts; ConfigError "expected a number, got
+/// 'x'" or "expected <check's words>, got 'x'". For options that store a number otherwise than as written.
+double option_number(const std::string& text, const OptionCheck<double>& check = nullptr);
+
 /// Binds an option to `value` (its current value is the default). T: bool, std::int64_t, std::uint64_t, int,
 /// double, std::string, std::filesystem::path, std::optional<double>, std::optional<std::string>,
 /// std::vector<std::string>, std::vector<double>. Numbers are checked for their type first ("an integer", "an integer

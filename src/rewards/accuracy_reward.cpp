@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The accuracy reward and the math correctness judge (see accuracy_reward.hpp).
 #include <grpo/core/error.hpp>
+#include <grpo/math/extract.hpp>
 #include <grpo/math/verify.hpp>
 #include <grpo/rewards/accuracy_reward.hpp>
 
@@ -50,12 +51,21 @@ CorrectnessJudge math_correctness(AccuracyOptions options) {
 }
 
 AccuracyReward::AccuracyReward(AccuracyOptions options, CorrectnessJudge judge)
-    : options_(std::move(options)), judge_(judge ? std::move(judge) : math_correctness(options_)) {
+    : options_(std::move(options)), math_judge_(!judge), judge_(judge ? std::move(judge) : math_correctness(options_)) {
   GRPO_CHECK_CONFIG(options_.step_weight >= 0.0f && options_.step_weight <= 1.0f,
                     "accuracy: step_weight must be in [0, 1], got {}", options_.step_weight);
   GRPO_CHECK_CONFIG(options_.step_weight == 0.0f || !options_.steps_field.empty(),
                     "accuracy: steps_field must not be empty when step_weight > 0");
   options_.steps.validate();
+}
+
+std::optional<std::string> AccuracyReward::graded_answer(const Completion& completion) const {
+  if (!math_judge_) return std::nullopt;
+  math::FinalAnswerOptions options;
+  options.answer_tags = options_.answer_tags;
+  const math::FinalAnswer answer = math::find_final_answer(completion.text, options);
+  if (answer.region.source == math::AnswerSource::none) return std::nullopt;
+  return math::normalize_latex(answer.region.text);
 }
 
 std::vector<std::optional<float>> AccuracyReward::score(std::span<const Completion> batch,

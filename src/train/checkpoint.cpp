@@ -12,6 +12,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <simdjson.h>
 
 #include <algorithm>
@@ -118,8 +119,60 @@ CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::
   GRPO_CHECK_CONFIG(!options_.directory.empty(), "CheckpointOptions: directory must not be empty");
 }
 
-fs::path CheckpointManager::save(const models::CausalLM& model, const torch::optim::Optimizer& optimizer,
-                                 const TrainerState& state, const models::CausalLM* reference,
+CheckpointedModel::CheckpointedModel(const models::CausalLM& model)
+    : save([model](const fs::path& directory) {
+        models::save_pretrained(model, directory);
+        if (model->lora_options()) models::save_lora_adapter(model, directory / kAdapterDir);
+      }),
+      load([model = models::CausalLM(model)](const fs::path& directory) mutable {
+        model->load_hf_state(io::load_checkpoint_tensors(directory));
+        if (model->lora_options()) {
+          GRPO_CHECK(fs::is_directory(directory / kAdapterDir),
+                     "checkpoint {} has no {}/ but the model has LoRA adapters (it was saved without them)",
+                     directory.string(), kAdapterDir);
+          models::load_lora_adapter(model, directory / kAdapterDir);
+        }
+      }),
+      device(model->lm_head_weight().device()) {}
+
+CheckpointedModel module_checkpoint(std::shared_ptr<torch::nn::Module> module) {
+  GRPO_CHECK(module != nullptr, "module_checkpoint: null module");
+  const auto parameters = module->parameters();
+  const torch::Device device = parameters.empty() ? torch::Device(torch::kCPU) : parameters.front().device();
+  auto state = [](torch::nn::Module& m) {
+    std::map<std::string, torch::Tensor> tensors;
+    for (const auto& p : m.named_parameters()) tensors.emplace(p.key(), p.value());
+    for (const auto& b : m.named_buffers()) tensors.emplace(b.key(), b.value());
+    return tensors;
+  };
+  return CheckpointedModel(
+      [module, state](const fs::path& directory) {
+        std::map<std::string, torch::Tensor> cpu;
+        for (const auto& [name, tensor] : state(*module)) cpu.emplace(name, tensor.detach().to(torch::kCPU).contiguous());
+        io::save_checkpoint_tensors(directory, cpu);
+      },
+      [module, state](const fs::path& directory) {
+        const std::map<std::string, torch::Tensor> saved = io::load_checkpoint_tensors(directory);
+        const std::string file = (directory / "model.safetensors").string();
+        const auto own = state(*module);
+        for (const auto& [name, target] : own) {
+          const auto it = saved.find(name);
+          GRPO_CHECK(it != saved.end(), "{}: no tensor '{}' (the checkpoint is of another model)", file, name);
+          GRPO_CHECK(it->second.sizes() == target.sizes() && it->second.scalar_type() == target.scalar_type(),
+                     "{}: tensor '{}' is {} {} but the model's is {} {}", file, name,
+                     c10::toString(it->second.scalar_type()), fmt::join(it->second.sizes(), "x"),
+                     c10::toString(target.scalar_type()), fmt::join(target.sizes(), "x"));
+        }
+        GRPO_CHECK(saved.size() == own.size(), "{}: {} tensors, but the model has {} (another model's checkpoint)",
+                   file, saved.size(), own.size());
+        torch::NoGradGuard no_grad;
+        for (const auto& [name, target] : own) target.copy_(saved.at(name));
+      },
+      device);
+}
+
+fs::path CheckpointManager::save(const CheckpointedModel& model, const torch::optim::Optimizer& optimizer,
+                                 const TrainerState& state, const std::optional<CheckpointedModel>& reference,
                                  const MasterWeights* master_weights) {
   GRPO_CHECK(state.step >= 0, "CheckpointManager::save: step must be ≥ 0, got {}", state.step);
   const fs::path final_dir = options_.directory / fmt::format("{}{}", kPrefix, state.step);
@@ -129,9 +182,8 @@ fs::path CheckpointManager::save(const models::CausalLM& model, const torch::opt
   fs::remove_all(tmp_dir);
   try {
     fs::create_directories(tmp_dir);
-    models::save_pretrained(model, tmp_dir);
-    if (reference != nullptr) models::save_pretrained(*reference, tmp_dir / kReferenceDir);
-    if (model->lora_options()) models::save_lora_adapter(model, tmp_dir / kAdapterDir);
+    model.save(tmp_dir);
+    if (reference) reference->save(tmp_dir / kReferenceDir);
     if (master_weights != nullptr && master_weights->mixed()) {
       io::save_safetensors(tmp_dir / kMasterWeightsFile, master_weights->state());
     }
@@ -197,18 +249,12 @@ std::optional<CheckpointInfo> CheckpointManager::latest() const {
   return all.back();
 }
 
-TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalLM& model,
-                                     torch::optim::Optimizer& optimizer, models::CausalLM* reference,
+TrainerState CheckpointManager::load(const fs::path& checkpoint, const CheckpointedModel& model,
+                                     torch::optim::Optimizer& optimizer, const std::optional<CheckpointedModel>& reference,
                                      MasterWeights* master_weights) {
   const fs::path state_path = checkpoint / kStateFile;
   TrainerState state = trainer_state_from_json(io::read_file(state_path), state_path.string());
-  model->load_hf_state(io::load_checkpoint_tensors(checkpoint));
-  if (model->lora_options()) {
-    GRPO_CHECK(fs::is_directory(checkpoint / kAdapterDir),
-               "checkpoint {} has no {}/ but the model has LoRA adapters (it was saved without them)",
-               checkpoint.string(), kAdapterDir);
-    models::load_lora_adapter(model, checkpoint / kAdapterDir);
-  }
+  model.load(checkpoint);
   if (master_weights != nullptr && master_weights->mixed()) {
     const fs::path path = checkpoint / kMasterWeightsFile;
     GRPO_CHECK(fs::is_regular_file(path),
@@ -217,10 +263,10 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalL
                checkpoint.string(), kMasterWeightsFile);
     master_weights->load_state(io::SafetensorsFile(path).tensors(), path.string());
   }
-  if (reference != nullptr) {
+  if (reference) {
     GRPO_CHECK(fs::is_directory(checkpoint / kReferenceDir),
                "checkpoint {} has no {}/ (it was saved without a reference model)", checkpoint.string(), kReferenceDir);
-    (*reference)->load_hf_state(io::load_checkpoint_tensors(checkpoint / kReferenceDir));
+    reference->load(checkpoint / kReferenceDir);
   }
   for (const char* file : {"optimizer.pt", "rng_state.pt"}) {
     GRPO_CHECK(fs::is_regular_file(checkpoint / file), "checkpoint {} has no {}", checkpoint.string(), file);
@@ -228,7 +274,7 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalL
   {
     torch::serialize::InputArchive archive;
     // The optimizer's state onto the model's device (rank 0 saved it from its own).
-    archive.load_from((checkpoint / "optimizer.pt").string(), model->lm_head_weight().device());
+    archive.load_from((checkpoint / "optimizer.pt").string(), model.device);
     try {
       optimizer.load(archive);
     } catch (const c10::Error& e) {  // another optimizer's state: AdamW's where CompensatedAdamW's is read, or back
@@ -250,10 +296,10 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, models::CausalL
 }
 
 std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, CheckpointManager& manager,
-                                                     const models::CausalLM& model,
+                                                     const CheckpointedModel& model,
                                                      const torch::optim::Optimizer& optimizer,
                                                      const TrainerState& state,
-                                                     const models::CausalLM* reference,
+                                                     const std::optional<CheckpointedModel>& reference,
                                                      const MasterWeights* master_weights) {
   std::optional<std::filesystem::path> path;
   std::exception_ptr failure;
@@ -272,9 +318,9 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
   return path;
 }
 
-TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
-                             torch::optim::Optimizer& optimizer, models::CausalLM* reference,
-                             MasterWeights* master_weights) {
+TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint,
+                             const CheckpointedModel& model, torch::optim::Optimizer& optimizer,
+                             const std::optional<CheckpointedModel>& reference, MasterWeights* master_weights) {
   TrainerState state;
   std::exception_ptr failure;
   try {

@@ -4,7 +4,6 @@
 #include <torch/cuda.h>
 
 #include <grpo/policy/decode.hpp>
-#include <grpo/models/lora.hpp>
 #include <grpo/train/optimizer_step.hpp>
 
 #include <fmt/format.h>
@@ -179,22 +178,20 @@ void select_advantage(GrpoTrainerOptions& options, std::string_view name) {
   options.token_advantage.estimator = TokenAdvantageEstimator::none;
 }
 
-GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
+GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
                          GrpoTrainerOptions options, GrpoTrainerParts parts)
-    : model_(std::move(model)), prompts_(prompts), scorer_(scorer), group_(group),
-      options_((options.validate(), std::move(options))),
-      policy_(model_, {.temperature = options_.sampling.temperature,
-                       .fp32_lm_head = options_.fp32_lm_head,
-                       .pack_sequences = options_.pack_sequences}),
-      generator_(parts.generator ? std::move(parts.generator)
-                                 : std::make_shared<SamplerGenerator<models::CausalLM>>(model_)),
+    : prompts_(prompts), scorer_(scorer), group_(group), options_((options.validate(), std::move(options))),
+      model_(model.build({.temperature = options_.sampling.temperature,
+                    .fp32_lm_head = options_.fp32_lm_head,
+                    .pack_sequences = options_.pack_sequences})),
+      generator_(parts.generator ? std::move(parts.generator) : model_->sampler_generator()),
       selection_({.metric = options_.dynamic_sampling_metric,
                   .filter = options_.dynamic_sampling_filter,
                   .domain_filters = options_.dynamic_sampling_domain_filters,
                   .difficulty_mask = options_.difficulty_mask},
                  prompts_.domain_names()),
       advantage_(options_.advantage),
-      master_(trainable_parameters(*model_), options_.optimizer_precision),
+      master_(trainable_parameters(model_->module()), options_.optimizer_precision),
       context_(stages_of(options_)), kl_(options_.loss.beta, options_.kl),
       reward_kl_(options_.kl_in_reward.beta, options_.kl_in_reward.control),
       entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
@@ -211,17 +208,15 @@ GrpoTrainer::GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScor
     optimizer_ = make_adamw(master_, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay),
                             options_.seed);
   }
-  model_->eval();  // sampling and the log-prob pass; policy_update switches to training mode (LoRA dropout)
-  broadcast_parameters(group_, *model_);  // every rank starts from rank 0's weights
+  model_->module().eval();  // sampling and the log-prob pass; policy_update switches to training mode (dropout)
+  broadcast_parameters(group_, model_->module());  // every rank starts from rank 0's weights
   master_.parameters_to_masters();  // the masters of rank 0's weights
-  const bool lora = model_->lora_options().has_value();
-  GRPO_CHECK_CONFIG(!lora || options_.ref_sync_every == 0,
+  GRPO_CHECK_CONFIG(!model_->reference_shares_weights() || options_.ref_sync_every == 0,
                     "ref_sync_every: a LoRA run's reference is the base model without adapters; TR-DPO reference "
                     "syncing would need a second copy of the weights (use a full fine-tune, or ref_sync_every 0)");
   if (options_.loss.beta > 0.0 || options_.kl_in_reward.enabled()) {
     // LoRA: the base model is the reference, computed with the adapters off (no second copy of the weights).
-    reference_ = lora ? policy_ : policy_.frozen_copy();
-    lora_reference_ = lora;
+    reference_ = model_->reference();
   }
   // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
   synced_reference_ = reference_ && options_.ref_sync_every > 0;
@@ -431,7 +426,7 @@ void GrpoTrainer::add_log_probs(StepBatch& batch) {
   torch::NoGradGuard no_grad;
   if (old_log_prob_pass()) {
     const auto started = std::chrono::steady_clock::now();
-    auto old = policy_.token_log_probs(batch.rollout, /*with_entropy=*/false, /*with_sum_pi_squared=*/otb);
+    auto old = model_->token_log_probs(batch.rollout, /*with_entropy=*/false, /*with_sum_pi_squared=*/otb);
     // The batch lives on the CPU with its rollout (rewards, advantages and masks are host-side); only the update's
     // forward runs on the model's device, and the loss takes its inputs there.
     batch.old_log_probs = old.log_probs.to(torch::kCPU);
@@ -440,8 +435,6 @@ void GrpoTrainer::add_log_probs(StepBatch& batch) {
   }
   if (reference_) {
     const auto started = std::chrono::steady_clock::now();
-    std::optional<models::LoraDisabled> base_only;
-    if (lora_reference_) base_only.emplace(model_);
     batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs.to(torch::kCPU);
     batch.ref_log_prob_seconds = seconds_since(started);
   }
@@ -483,10 +476,10 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   UpdateResult out;
   // Training mode while the loss is computed (LoRA dropout), evaluation mode for sampling and the log-prob pass.
   struct TrainingMode {
-    models::CausalLM& model;
-    explicit TrainingMode(models::CausalLM& m) : model(m) { model->train(true); }
-    ~TrainingMode() { model->train(false); }
-  } training_mode(model_);
+    torch::nn::Module& module;
+    explicit TrainingMode(torch::nn::Module& m) : module(m) { module.train(true); }
+    ~TrainingMode() { module.train(false); }
+  } training_mode(model_->module());
   const Rollout& rollout = batch.rollout;
   const std::int64_t rows = batch.rows();  // may be 0 on a rank whose groups were all dropped
   const ContextStage& stage = context_.current();
@@ -539,7 +532,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       const std::int64_t count = std::min(micro, rows - begin);
       const auto part = rollout.rows(begin, count);
       const auto forward_started = std::chrono::steady_clock::now();
-      const auto lp = policy_.token_log_probs(part, /*with_entropy=*/true);
+      const auto lp = model_->token_log_probs(part, /*with_entropy=*/true);
       // The batch is on the CPU; the loss runs where the log-probs are (the model's device).
       const auto on_device = [&](const torch::Tensor& t) { return t.narrow(0, begin, count).to(lp.log_probs.device()); };
       LossInputs inputs;
@@ -585,7 +578,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   out.loss_metrics = combine_metrics(parts);
   if (!kl_parts.empty()) out.kl = combine_metrics(kl_parts).front();
   if (synced_reference_ && batch.step % options_.ref_sync_every == 0) {
-    reference_->sync_from(policy_, options_.ref_sync_alpha);
+    reference_->sync_from(*model_, options_.ref_sync_alpha);
   }
   return out;
 }

@@ -19,8 +19,8 @@ std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkp
   // +inf (nothing measured yet) is left out: the checkpoint's values are JSON numbers.
   if (std::isfinite(entropy_.last_entropy())) state.values["entropy/last"] = entropy_.last_entropy();
   prompts_.save_state(state);
-  auto path = save_checkpoint(group_, checkpoints, model_, *optimizer_, state,
-                              synced_reference_ ? &reference_->model() : nullptr, &master_);
+  auto path = save_checkpoint(group_, checkpoints, model_->checkpointed(), *optimizer_, state,
+                              synced_reference_ ? std::optional(reference_->checkpointed()) : std::nullopt, &master_);
   for (const auto& callback : callbacks_) callback->on_save(*this, step, path);
   return path;
 }
@@ -29,8 +29,8 @@ std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
   const auto latest = checkpoints.latest();
   if (!latest) return 0;
   const auto state =
-      load_checkpoint(group_, latest->path, model_, *optimizer_, synced_reference_ ? &reference_->model() : nullptr,
-                      &master_);
+      load_checkpoint(group_, latest->path, model_->checkpointed(), *optimizer_,
+                      synced_reference_ ? std::optional(reference_->checkpointed()) : std::nullopt, &master_);
   prompts_.load_state(state);
   // An adaptive β continues where it was; a fixed one is the options' (which the resumed run may change).
   if (const auto beta = state.values.find("kl_coef");

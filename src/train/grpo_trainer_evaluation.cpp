@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // GrpoTrainer::evaluate: the held-out problems sampled with the evaluation options (one generation request) and
-// graded by each domain's judge, the scorer's own correctness rule.
+// graded by each domain's judge, the scorer's own correctness rule; the majority vote counts the answers that judge
+// grades (RewardFunction::graded_answer).
 #include <grpo/train/grpo_trainer.hpp>
 
-#include <grpo/math/extract.hpp>
 #include <grpo/rewards/executor.hpp>
 
 #include <fmt/format.h>
@@ -14,15 +14,6 @@ namespace grpo::train {
 namespace {
 
 using rewards::Completion;
-
-/// The text inside the last <answer>…</answer>, normalised, for majority voting.
-std::optional<std::string> answer_of(const std::string& text) {
-  const auto close = text.rfind("</answer>");
-  if (close == std::string::npos) return std::nullopt;
-  const auto open = text.rfind("<answer>", close);
-  if (open == std::string::npos) return std::nullopt;
-  return math::normalize_latex(text.substr(open + 8, close - open - 8));
-}
 
 }  // namespace
 
@@ -87,7 +78,7 @@ EvaluationReport GrpoTrainer::evaluate(std::int64_t step, std::int64_t max_new_t
     for (std::size_t b = 0; b < batch.size(); ++b) {
       const std::size_t d = part[batch[b].group].domain;
       const bool correct = values[b].has_value() && *values[b] >= judges[d].threshold;
-      const EvalSample sample{answer_of(batch[b].text), correct};
+      const EvalSample sample{judges[d].reward->graded_answer(batch[b]), correct};
       samples.push_back(sample);
       by_domain[d].push_back(sample);
     }

@@ -60,6 +60,23 @@ TEST_CASE("accuracy with the math verifier: boxed, answer tags, final answer, GS
                  {1.0, 1.0, 0.0});
 }
 
+TEST_CASE("accuracy's graded answer is the final answer its verifier grades, the majority vote's key",
+          "[rewards][accuracy]") {
+  const AccuracyReward accuracy;
+  const auto answer = [&](const std::string& text) { return accuracy.graded_answer(testing::completion(text, nullptr)); };
+  CHECK(answer("So the result is \\boxed{42}.") == "42");
+  CHECK(answer("\\boxed{5}. Wait, that is wrong ... \\boxed{6}") == "6");  // the box after the correction
+  CHECK(answer("<think>maybe \\boxed{41}</think><answer> 42 </answer>") == "42");  // never the reasoning
+  CHECK(answer("<answer>\\frac{1}{2}</answer>") == answer("\\boxed{\\frac{1}{2}}"));
+  CHECK(answer("") == std::nullopt);  // no final answer
+  // Without answer tags, "<answer>" is no delimiter: the last box is the answer.
+  CHECK(AccuracyReward({.answer_tags = false}).graded_answer(testing::completion("\\boxed{3} <answer>4</answer>",
+                                                                                   nullptr)) == "3");
+  // Another judge grades by its own rule, which names no answer.
+  const CorrectnessJudge judge = [](const Completion&, const ScoringContext&) { return Correctness::correct; };
+  CHECK(AccuracyReward({}, judge).graded_answer(testing::completion("\\boxed{42}", nullptr)) == std::nullopt);
+}
+
 TEST_CASE("accuracy reads a bare ground truth (ROLL, MATH-500) as one LaTeX answer", "[rewards][accuracy]") {
   // Without delimiters Math-Verify would read only "3" of 3\sqrt{13}, and nothing of \frac43 or (3,4].
   const AccuracyReward accuracy;

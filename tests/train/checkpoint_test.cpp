@@ -233,7 +233,7 @@ TEST_CASE("checkpoint: text state and a reference model round trip, a missing re
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
   CheckpointManager manager({.directory = dir, .keep_last = 0});
   TrainerState state{3, 7, {{"kl/beta", 0.0125}}, {{"filter", "{\"prompts\": [[\"a\\tb\", 0, 1, -1]]}\n"}, {"empty", ""}}};
-  const fs::path saved = manager.save(model, optimizer, state, &reference);
+  const fs::path saved = manager.save(model, optimizer, state, reference);
   CHECK(fs::is_regular_file(saved / "reference" / "model.safetensors"));
   CHECK(fs::is_regular_file(saved / "reference" / "config.json"));
   const auto policy_weights = snapshot(model);
@@ -243,7 +243,7 @@ TEST_CASE("checkpoint: text state and a reference model round trip, a missing re
   auto fresh = tiny_model();
   auto fresh_reference = tiny_model();
   torch::optim::AdamW fresh_optimizer(fresh->parameters(), torch::optim::AdamWOptions(1e-2));
-  const TrainerState loaded = CheckpointManager::load(saved, fresh, fresh_optimizer, &fresh_reference);
+  const TrainerState loaded = CheckpointManager::load(saved, fresh, fresh_optimizer, fresh_reference);
   CHECK(loaded == state);
   CHECK(same_parameters(fresh, policy_weights));
   CHECK(same_parameters(fresh_reference, reference_weights));
@@ -253,7 +253,7 @@ TEST_CASE("checkpoint: text state and a reference model round trip, a missing re
   state.texts.clear();
   const fs::path plain = manager.save(model, optimizer, state);
   CHECK_FALSE(fs::exists(plain / "reference"));
-  CHECK_THROWS_WITH(CheckpointManager::load(plain, fresh, fresh_optimizer, &fresh_reference),
+  CHECK_THROWS_WITH(CheckpointManager::load(plain, fresh, fresh_optimizer, fresh_reference),
                     Catch::Contains("checkpoint-4 has no reference/"));
   CHECK(CheckpointManager::load(plain, fresh, fresh_optimizer) == state);
   fs::remove_all(dir);

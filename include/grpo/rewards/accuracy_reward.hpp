@@ -59,10 +59,14 @@ class AccuracyReward final : public RewardFunction {
   std::string name() const override { return "accuracy"; }
   std::vector<std::optional<float>> score(std::span<const Completion> batch,
                                           const ScoringContext& context) const override;
+  /// With the math judge: the final answer it grades (math::find_final_answer's region, under answer_tags), in
+  /// math::normalize_latex's form; nullopt with another judge, whose rule is its own.
+  std::optional<std::string> graded_answer(const Completion& completion) const override;
   const AccuracyOptions& options() const { return options_; }
 
  private:
   AccuracyOptions options_;
+  bool math_judge_;
   CorrectnessJudge judge_;
 };
 

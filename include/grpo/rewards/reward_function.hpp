@@ -119,6 +119,11 @@ class RewardFunction {
                                                   const ScoringContext& context) const = 0;
 
   virtual RewardScope scope() const { return RewardScope::completion; }
+
+  /// The answer this reward grades in `completion`, normalised so that answers it would grade alike compare equal as
+  /// strings (GrpoTrainer::evaluate's majority vote); nullopt when the completion states none or the reward grades no
+  /// single answer (the default).
+  virtual std::optional<std::string> graded_answer(const Completion& /*completion*/) const { return std::nullopt; }
 };
 
 /// Rewards are shared: a RewardSet, a router and work abandoned by the executor after a budget overrun may all

@@ -92,6 +92,9 @@ class PrefetchedReward final : public RewardFunction {
   /// The wrapped reward's name, so metrics ("rewards/<name>/mean") and configs keep theirs.
   std::string name() const override { return name_; }
   RewardScope scope() const override { return RewardScope::completion; }
+  std::optional<std::string> graded_answer(const Completion& completion) const override {
+    return inner_->graded_answer(completion);
+  }
 
   /// One value per completion: the cached value of an identical completion (prompt, text, token_ids, truncated equal;
   /// row the same pointer, both null, or equal rows; `group` is not compared: a completion-scoped reward may not

@@ -3,7 +3,8 @@
 //
 //   <directory>/checkpoint-<step>/
 //     config.json, model.safetensors   the model in Hugging Face layout (models::save_pretrained): loadable by
-//                                      transformers and by models::from_pretrained
+//                                      transformers and by models::from_pretrained; another model type's every
+//                                      named parameter and buffer in model.safetensors (module_checkpoint)
 //     optimizer.pt                     the optimizer state (torch::serialize::OutputArchive via Optimizer::save)
 //     rng_state.pt                     the default CPU generator's state (torch::manual_seed streams continue)
 //     trainer_state.json               {"step": N, "seed": S, "values": {"name": number, ...},
@@ -30,6 +31,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <map>
 #include <optional>
 #include <string>
@@ -55,6 +58,27 @@ struct CheckpointOptions {
   std::size_t keep_last = 3;        ///< complete checkpoints kept after each save, newest first; 0 = keep all
 };
 
+/// A model as a checkpoint writes and reads its weights: `save` writes them into a new directory, `load` reads them
+/// back into the same (already built) model in place, so an optimizer built on its parameters stays valid; `device`
+/// is where the optimizer's saved state is loaded to. models::CausalLM converts implicitly (the Hugging Face layout
+/// of models::save_pretrained and load_hf_state; a LoRA model's adapters in adapter/); module_checkpoint serves any
+/// other module.
+struct CheckpointedModel {
+  CheckpointedModel(const models::CausalLM& model);  // NOLINT(google-explicit-constructor): a model is one
+  CheckpointedModel(std::function<void(const std::filesystem::path&)> save,
+                    std::function<void(const std::filesystem::path&)> load, torch::Device device)
+      : save(std::move(save)), load(std::move(load)), device(device) {}
+
+  std::function<void(const std::filesystem::path& directory)> save;
+  std::function<void(const std::filesystem::path& directory)> load;
+  torch::Device device;
+};
+
+/// Any module's weights: every named parameter and buffer in directory/model.safetensors (CPU copies, same dtype),
+/// loaded back by name into the module in place. Loading throws grpo::Error naming the file and the tensor that is
+/// missing or has another shape or dtype than the module's (a checkpoint of another architecture).
+CheckpointedModel module_checkpoint(std::shared_ptr<torch::nn::Module> module);
+
 /// A complete checkpoint on disk.
 struct CheckpointInfo {
   std::int64_t step = 0;
@@ -66,13 +90,13 @@ class CheckpointManager {
   /// Throws ConfigError for an empty directory option.
   explicit CheckpointManager(CheckpointOptions options);
 
-  /// Writes checkpoint-<state.step> (model, optimizer, the default CPU generator's state, `state` and, when not
-  /// null, `reference` in reference/; a LoRA model's adapters in adapter/; the masters of mixed-precision
+  /// Writes checkpoint-<state.step> (model, optimizer, the default CPU generator's state, `state` and, when
+  /// given, `reference` in reference/; a LoRA model's adapters in adapter/; the masters of mixed-precision
   /// `master_weights`), replacing one of the same step, then deletes stray ".tmp" directories and all
   /// but the newest keep_last checkpoints. Returns the checkpoint's path. Throws grpo::Error naming the path when it
   /// cannot be written (the previous checkpoints stay as they were) or for a negative step.
-  std::filesystem::path save(const models::CausalLM& model, const torch::optim::Optimizer& optimizer,
-                             const TrainerState& state, const models::CausalLM* reference = nullptr,
+  std::filesystem::path save(const CheckpointedModel& model, const torch::optim::Optimizer& optimizer,
+                             const TrainerState& state, const std::optional<CheckpointedModel>& reference = std::nullopt,
                              const MasterWeights* master_weights = nullptr);
 
   /// Complete checkpoints (directories "checkpoint-<digits>" holding trainer_state.json), oldest first.
@@ -86,8 +110,9 @@ class CheckpointManager {
   /// was saved without one). A LoRA model's adapters are loaded from adapter/; with mixed-precision
   /// `master_weights`, the fp32 masters from master_weights.safetensors (grpo::Error when either is missing).
   /// Throws grpo::Error / ParseError naming the file that is missing or malformed.
-  static TrainerState load(const std::filesystem::path& checkpoint, models::CausalLM& model,
-                           torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr,
+  static TrainerState load(const std::filesystem::path& checkpoint, const CheckpointedModel& model,
+                           torch::optim::Optimizer& optimizer,
+                           const std::optional<CheckpointedModel>& reference = std::nullopt,
                            MasterWeights* master_weights = nullptr);
 
   const CheckpointOptions& options() const { return options_; }
@@ -110,18 +135,19 @@ class ProcessGroup;
 /// path on rank 0, nullopt elsewhere. When rank 0 fails, throws grpo::Error on every rank (rank 0's own error on
 /// rank 0). Collective.
 std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, CheckpointManager& manager,
-                                                     const models::CausalLM& model,
+                                                     const CheckpointedModel& model,
                                                      const torch::optim::Optimizer& optimizer,
                                                      const TrainerState& state,
-                                                     const models::CausalLM* reference = nullptr,
+                                                     const std::optional<CheckpointedModel>& reference = std::nullopt,
                                                      const MasterWeights* master_weights = nullptr);
 
 /// Every rank loads the same checkpoint (CheckpointManager::load: the path must be readable by all ranks, e.g. a
 /// shared file system), then meets the others at a barrier. The saved generator state is rank 0's; with world size
 /// > 1 each rank then reseeds the default CPU generator from (state.seed, state.step, rank) so that ranks do not
 /// sample identical streams. Returns the trainer state. Collective.
-TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint, models::CausalLM& model,
-                             torch::optim::Optimizer& optimizer, models::CausalLM* reference = nullptr,
+TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint,
+                             const CheckpointedModel& model, torch::optim::Optimizer& optimizer,
+                             const std::optional<CheckpointedModel>& reference = std::nullopt,
                              MasterWeights* master_weights = nullptr);
 
 }  // namespace grpo::train

@@ -36,7 +36,6 @@
 #include <grpo/advantage/token_advantages.hpp>
 #include <grpo/kl/kl_penalty.hpp>
 #include <grpo/loss/grpo_loss.hpp>
-#include <grpo/models/causal_lm.hpp>
 #include <grpo/policy/policy.hpp>
 #include <grpo/policy/rollout.hpp>
 #include <grpo/policy/sampler.hpp>
@@ -54,6 +53,7 @@
 #include <grpo/train/metrics_writer.hpp>
 #include <grpo/train/prompt_source.hpp>
 #include <grpo/train/step_scorer.hpp>
+#include <grpo/train/trained_model.hpp>
 
 #include <torch/torch.h>
 
@@ -289,13 +289,19 @@ class TrainerCallback {
 class GrpoTrainer {
  public:
   /// Keeps references to `prompts`, `scorer` and `group`, which must outlive the trainer; shares `model` (the trainer
-  /// trains it in place). Builds the policy (at sampling.temperature), the frozen reference when loss.beta > 0 or
-  /// kl_in_reward is on, AdamW over the parameters that require grad (a LoRA model's adapters; through fp32 master copies when they are in
+  /// trains it in place): models::CausalLM, or any model type that gives logits (grpo::CausalLanguageModel; see
+  /// trained_model.hpp for what each model type gets). Builds the policy (at sampling.temperature), the frozen
+  /// reference when loss.beta > 0 or kl_in_reward is on (a LoRA model's is the base model under its adapters), AdamW
+  /// over the parameters that require grad (a LoRA model's adapters; through fp32 master copies when they are in
   /// half precision: MasterWeights; or CompensatedAdamW with optimizer_precision compensated, its rounding seeded
   /// with `seed` so every rank rounds alike), the context schedule and the KL controller; `parts` replaces the
   /// generator or the optimizer. Throws ConfigError for invalid options.
-  GrpoTrainer(models::CausalLM model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
-              GrpoTrainerOptions options, GrpoTrainerParts parts = {});
+  template <typename ModelType>
+  GrpoTrainer(ModelType model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
+              GrpoTrainerOptions options, GrpoTrainerParts parts = {})
+      : GrpoTrainer(
+            ModelFactory{[model = std::move(model)](const PolicyOptions& policy) { return trained_model(model, policy); }},
+            prompts, scorer, group, std::move(options), std::move(parts)) {}
 
   void add_callback(std::shared_ptr<TrainerCallback> callback);
 
@@ -328,7 +334,8 @@ class GrpoTrainer {
   std::int64_t restore(CheckpointManager& checkpoints);
 
   const GrpoTrainerOptions& options() const { return options_; }
-  models::CausalLM& model() { return model_; }
+  /// The trained model's module (its parameters, train()/eval()).
+  torch::nn::Module& module() { return model_->module(); }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const ContextSchedule& context() const { return context_; }
   const KlController& kl_controller() const { return kl_; }
@@ -341,6 +348,14 @@ class GrpoTrainer {
   ProcessGroup& process_group() const { return group_; }
 
  private:
+  /// The model behind TrainedModel, built with the policy options of the validated trainer options (a struct, so
+  /// that no model converts to it).
+  struct ModelFactory {
+    std::function<std::unique_ptr<TrainedModel>(const PolicyOptions&)> build;
+  };
+  GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepScorer& scorer, ProcessGroup& group,
+              GrpoTrainerOptions options, GrpoTrainerParts parts);
+
   std::vector<rewards::Completion> completions_of(const Rollout& rollout, std::span<const Problem> problems,
                                                   std::int64_t group_size) const;
   /// The sampling options of every generation request: the run's, with `max_new_tokens`, the prompt source's stop
@@ -356,15 +371,13 @@ class GrpoTrainer {
   bool old_log_prob_pass() const;
   void add_greedy_baselines(StepBatch& batch);
 
-  models::CausalLM model_;
   PromptSource& prompts_;
   StepScorer& scorer_;
   ProcessGroup& group_;
   GrpoTrainerOptions options_;
-  Policy<models::CausalLM> policy_;
-  std::optional<Policy<models::CausalLM>> reference_;
+  std::unique_ptr<TrainedModel> model_;
+  std::unique_ptr<TrainedModel> reference_;  // null when no term needs one
   bool synced_reference_ = false;
-  bool lora_reference_ = false;  // the reference is model_ with its LoRA adapters off
   std::shared_ptr<Generator> generator_;
   GroupSelection selection_;
   GroupAdvantage advantage_;

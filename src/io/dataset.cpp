@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Dataset loading. Rows are parsed by rewards::Row::from_json (one row parser in the library); simdjson is used here
+// Dataset loading. Rows are parsed by io::Row::from_json (one row parser in the library); simdjson is used here
 // only to split a JSON array file into its objects, to read ROLL's chat and criteria lists, and to tell a ground-truth
 // object from a string that starts with '{' (Row keeps both as text); it never leaves this file.
 #include <grpo/core/error.hpp>
@@ -7,7 +7,7 @@
 #include <grpo/io/dataset.hpp>
 #include <grpo/io/json_lines.hpp>
 #include <grpo/io/read_file.hpp>
-#include <grpo/rewards/code_tests_reward.hpp>
+#include <grpo/io/code_tests.hpp>
 #include <grpo/text/chat_messages.hpp>
 
 #include <fmt/ranges.h>
@@ -31,8 +31,8 @@ struct RowError {
 
 [[noreturn]] void row_error(std::string message) { throw RowError{std::move(message)}; }
 
-std::string required_text(const rewards::Row& row, std::string_view field) {
-  const rewards::FieldValue* value = row.find(field);
+std::string required_text(const Row& row, std::string_view field) {
+  const FieldValue* value = row.find(field);
   if (value == nullptr) row_error(fmt::format("missing field '{}'", field));
   std::optional<std::string> text = row.text(field);
   if (!text) row_error(fmt::format("field '{}' should be text or a number, got a list", field));
@@ -59,7 +59,7 @@ std::vector<text::ChatMessage> text_prompt(std::string user_text, const DatasetO
   return messages;
 }
 
-DatasetFormat detect_format(const rewards::Row& row, bool domains) {
+DatasetFormat detect_format(const Row& row, bool domains) {
   const bool prompt = row.contains("messages") || row.contains("prompt");
   if (prompt && (row.contains("ground_truth") || (domains && (row.contains("tag") || row.contains("domain"))))) {
     return DatasetFormat::roll;
@@ -102,8 +102,8 @@ const DatasetDomain* domain_named(const DatasetOptions& options, std::string_vie
 
 // The number in a difficulty field: a JSON number, or a string holding one (DeepMath writes "4.5"); nullopt for a
 // blank string. Anything else is a RowError when `strict`, else nullopt.
-std::optional<double> difficulty_of(const rewards::Row& row, bool strict) {
-  const rewards::FieldValue* value = row.find("difficulty");
+std::optional<double> difficulty_of(const Row& row, bool strict) {
+  const FieldValue* value = row.find("difficulty");
   if (value == nullptr) return std::nullopt;
   if (const auto* number = std::get_if<double>(value)) return *number;
   if (const auto* text = std::get_if<std::string>(value)) {
@@ -122,7 +122,7 @@ std::optional<double> difficulty_of(const rewards::Row& row, bool strict) {
 // A ground_truth given as a JSON object {"steps": [...], "final_answer": ...} becomes its final answer's text, and the
 // steps go to `ground_truth_steps`. Row::from_json keeps an object as its JSON text, as it keeps a string such as the
 // set "{1, 2}", so the JSON type is read from the source row, and only when the text could be an object.
-void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
+void normalise_ground_truth(Row& row, std::string_view json_object) {
   const auto* text = std::get_if<std::string>(row.find("ground_truth"));
   if (text == nullptr || !trim_ascii_space(*text).starts_with('{')) return;
   simdjson::dom::parser parser;
@@ -165,7 +165,7 @@ void normalise_ground_truth(rewards::Row& row, std::string_view json_object) {
 }
 
 // A list of strings, given as a list or as JSON text holding one (ROLL string-encodes its lists).
-std::optional<std::vector<std::string>> string_list(const rewards::FieldValue& value) {
+std::optional<std::vector<std::string>> string_list(const FieldValue& value) {
   if (const auto* list = std::get_if<std::vector<std::string>>(&value)) return *list;
   const auto* text = std::get_if<std::string>(&value);
   if (text == nullptr || !trim_ascii_space(*text).starts_with('[')) return std::nullopt;
@@ -184,7 +184,7 @@ std::optional<std::vector<std::string>> string_list(const rewards::FieldValue& v
 // The row's domain: its `domain` field when that names a configured domain (ROLL prefers it over the tag), else the
 // domain claiming its tag; a row with neither goes by options.unknown_tag. Sets `tag` (for later errors) once the
 // domain is known.
-const DatasetDomain& row_domain(const rewards::Row& row, const DatasetOptions& options, std::string& tag) {
+const DatasetDomain& row_domain(const Row& row, const DatasetOptions& options, std::string& tag) {
   const std::optional<std::string> named = row.text("domain");
   if (named && !named->empty()) {
     if (const DatasetDomain* d = domain_named(options, *named)) {
@@ -229,7 +229,7 @@ const DatasetDomain& row_domain(const rewards::Row& row, const DatasetOptions& o
 
 // Checks that a row carries the fields its domain kind needs (DomainKind) and returns its ground truth ("" when the
 // kind does not need one and the row has none). The caller prefixes the tag to errors.
-std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
+std::string domain_ground_truth(Row& row, DomainKind kind) {
   const auto optional_truth = [&row]() -> std::string {
     if (!row.contains("ground_truth")) return "";
     std::optional<std::string> text = row.text("ground_truth");
@@ -247,16 +247,16 @@ std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
     }
     case DomainKind::code:
       if (!row.contains("test_cases")) row_error("field 'test_cases' is missing (code rows need test cases)");
-      if (!rewards::parse_code_tests(row)) {
+      if (!parse_code_tests(row)) {
         row_error(fmt::format(
             "field 'test_cases' cannot be read as test cases (case_type '{}'): expected a list, or a JSON string "
             "holding one, of {{\"input\", \"expected_output\"}} objects or assert code, with a case_type that "
-            "rewards::parse_code_tests runs",
+            "the code_tests reward runs",
             row.text("case_type").value_or("")));
       }
       return optional_truth();
     case DomainKind::general: {
-      const rewards::FieldValue* criteria = row.find("evaluation_criteria");
+      const FieldValue* criteria = row.find("evaluation_criteria");
       if (criteria == nullptr) {  // ROLL's judge rows: the reference answer alone
         if (!row.contains("ground_truth")) {
           row_error("general rows need 'ground_truth' (the reference answer the judge compares with) or "
@@ -281,7 +281,7 @@ std::string domain_ground_truth(rewards::Row& row, DomainKind kind) {
 
 // A ROLL row: with domains, the tag is checked first (an unknown tag is the most useful error), and every error of a
 // tagged row names the tag.
-void read_roll(Example& example, rewards::Row& row, std::string_view json_object, const DatasetOptions& options) {
+void read_roll(Example& example, Row& row, std::string_view json_object, const DatasetOptions& options) {
   std::string tag;
   try {
     std::optional<DomainKind> kind;
@@ -329,7 +329,7 @@ void set_unknown_tag(DatasetOptions& options, std::string_view value) {
 
 namespace {
 
-Example make_example(rewards::Row row, std::string_view json_object, DatasetFormat format,
+Example make_example(Row row, std::string_view json_object, DatasetFormat format,
                      const DatasetOptions& options) {
   Example example;
   switch (format) {
@@ -360,7 +360,7 @@ Example make_example(rewards::Row row, std::string_view json_object, DatasetForm
   if (format != DatasetFormat::roll) example.difficulty = difficulty_of(row, /*strict=*/false);
   example.id = row.text("id").value_or("");
   example.tag = row.text("tag").value_or("");
-  example.row = std::make_shared<const rewards::Row>(std::move(row));
+  example.row = std::make_shared<const Row>(std::move(row));
   return example;
 }
 
@@ -393,9 +393,9 @@ class Loader {
 
   void add(std::string_view json_object, const std::string& location) {
     try {
-      rewards::Row row;
+      Row row;
       try {
-        row = rewards::Row::from_json(json_object);
+        row = Row::from_json(json_object);
       } catch (const ParseError& error) {
         row_error(error.what());
       }
@@ -459,8 +459,8 @@ std::vector<std::vector<text::ChatMessage>> ExampleBatch::prompts() const {
   return out;
 }
 
-std::vector<std::shared_ptr<const rewards::Row>> ExampleBatch::rows() const {
-  std::vector<std::shared_ptr<const rewards::Row>> out;
+std::vector<std::shared_ptr<const Row>> ExampleBatch::rows() const {
+  std::vector<std::shared_ptr<const Row>> out;
   out.reserve(examples.size());
   for (const Example& example : examples) out.push_back(example.row);
   return out;

@@ -17,32 +17,6 @@
 namespace grpo::rewards {
 namespace {
 
-
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-// Lines without their '\n'; a final newline ends the last line instead of starting an empty one.
-std::vector<std::string_view> split_lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) {
-      lines.push_back(text.substr(start));
-      break;
-    }
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
-}
-
 std::vector<std::string_view> tokens(std::string_view text) {
   std::vector<std::string_view> out;
   std::size_t i = 0;
@@ -118,96 +92,6 @@ bool json_equal(simdjson::dom::element a, simdjson::dom::element b, double toler
     }
     default: return false;
   }
-}
-
-// A JSON value as test text: strings as they are, anything else as its JSON.
-std::string as_text(simdjson::dom::element value) {
-  std::string_view text;
-  if (!value.get_string().get(text)) return std::string(text);
-  return simdjson::minify(value);
-}
-
-std::optional<std::string> first_field(simdjson::dom::object object, std::initializer_list<const char*> keys) {
-  for (const char* key : keys) {
-    simdjson::dom::element value;
-    if (!object.at_key(key).get(value) && !value.is_null()) return as_text(value);
-  }
-  return std::nullopt;
-}
-
-// Test cases from the row's JSON: a list of objects or strings, or an {"inputs": [...], "outputs": [...]} object.
-std::vector<CodeTestCase> parse_cases(std::string_view json, bool& strings_only) {
-  std::vector<CodeTestCase> cases;
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (parser.parse(simdjson::padded_string(json)).get(root)) return cases;
-  strings_only = true;
-  simdjson::dom::object object;
-  if (!root.get_object().get(object)) {
-    simdjson::dom::array inputs, outputs;
-    if (object["inputs"].get_array().get(inputs) || object["outputs"].get_array().get(outputs)) return cases;
-    if (inputs.size() != outputs.size()) return cases;
-    auto output = outputs.begin();
-    for (auto input : inputs) {
-      cases.push_back({as_text(input), as_text(*output)});
-      ++output;
-    }
-    strings_only = false;
-    return cases;
-  }
-  simdjson::dom::array array;
-  if (root.get_array().get(array)) return cases;
-  for (auto item : array) {
-    std::string_view code;
-    if (!item.get_string().get(code)) {
-      cases.push_back({std::string(code), ""});
-      continue;
-    }
-    simdjson::dom::object test;
-    if (item.get_object().get(test)) continue;
-    if (auto assertion = first_field(test, {"assert_code", "code", "test"})) {
-      cases.push_back({std::move(*assertion), ""});
-      continue;
-    }
-    auto input = first_field(test, {"input", "stdin", "inputs"});
-    auto expected = first_field(test, {"expected_output", "expected_stdout", "output", "outputs"});
-    if (!input || !expected) continue;
-    strings_only = false;
-    cases.push_back({std::move(*input), std::move(*expected)});
-  }
-  return cases;
-}
-
-// ROLL's check-based tests (code_sandbox_reward_worker.py run_check_based_tests): the first object's assert_code,
-// its first line the checker's header and each further non-empty line one test, each followed by
-// check(<entry_point>); nullopt when the JSON holds no such object.
-std::optional<CodeTests> check_based_tests(std::string_view json) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  const simdjson::padded_string padded(json);
-  if (parser.parse(padded).get(root)) return std::nullopt;
-  simdjson::dom::object first;
-  simdjson::dom::array array;
-  if (!root.get_array().get(array)) {
-    if (array.size() == 0 || array.at(0).get_object().get(first)) return std::nullopt;
-  } else if (root.get_object().get(first)) {
-    return std::nullopt;
-  }
-  const std::optional<std::string> assert_code = first_field(first, {"assert_code"});
-  if (!assert_code) return std::nullopt;
-  std::vector<std::string> lines;
-  for (std::string_view line : split_lines(*assert_code)) {
-    if (!line.empty()) lines.emplace_back(line);
-  }
-  if (lines.empty()) return std::nullopt;
-  CodeTests tests;
-  tests.kind = TestKind::assertion;
-  const std::string entry = first_field(first, {"entry_point"}).value_or("candidate");
-  tests.import_prefix = first_field(first, {"import_prefix"}).value_or("");
-  const std::string call = fmt::format("\ncheck({})\n", entry.empty() ? "candidate" : entry);
-  if (lines.size() == 1) tests.cases.push_back({lines[0] + call, ""});
-  for (std::size_t i = 1; i < lines.size(); ++i) tests.cases.push_back({lines[0] + "\n" + lines[i] + call, ""});
-  return tests;
 }
 
 // Runs inside the sandbox for call-based tests: arguments are read before the program runs (it cannot consume
@@ -298,7 +182,7 @@ std::optional<CodeBlock> extract_code_block(std::string_view text, const std::ve
     while (length < line.size() && line[length] == fence) ++length;
     if (length < 3) continue;
     const std::string_view info_text = trim_ascii_space(line.substr(length));
-    CodeBlock block{"", lower(info_text.substr(0, std::min(info_text.find_first_of(" \t{"), info_text.size())))};
+    CodeBlock block{"", ascii_lowercase(info_text.substr(0, std::min(info_text.find_first_of(" \t{"), info_text.size())))};
     std::size_t j = i + 1;
     for (; j < lines.size(); ++j) {
       std::string_view body = lines[j];
@@ -312,7 +196,7 @@ std::optional<CodeBlock> extract_code_block(std::string_view text, const std::ve
   }
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
     for (const std::string& language : languages) {
-      if (it->language == lower(language)) return std::move(*it);
+      if (it->language == ascii_lowercase(language)) return std::move(*it);
     }
   }
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
@@ -350,47 +234,6 @@ bool json_values_match(std::string_view actual, std::string_view expected, doubl
   return json_equal(a, b, float_tolerance);
 }
 
-std::optional<CodeTests> parse_code_tests(const Row& row, const CodeTestsOptions& options) {
-  CodeTests tests;
-  bool strings_only = true;
-  const FieldValue* field = row.find(options.tests_field);
-  if (field == nullptr) return std::nullopt;
-  const std::string case_type = lower(trim_ascii_space(row.text(options.case_type_field).value_or("")));
-  const bool check_based = case_type == "check_based" || case_type == "check-based";
-  if (const auto* text = std::get_if<std::string>(field); check_based && text != nullptr) {
-    // ROLL's objects; else HumanEval-style code with the row's test_case_function and entry_point (below).
-    if (auto tests_of_objects = check_based_tests(trim_ascii_space(*text))) return tests_of_objects;
-  }
-  if (const auto* list = std::get_if<std::vector<std::string>>(field)) {
-    for (const std::string& code : *list) tests.cases.push_back({code, ""});
-  } else if (const auto* text = std::get_if<std::string>(field)) {
-    const std::string_view json = trim_ascii_space(*text);
-    if (json.empty() || (json.front() != '[' && json.front() != '{')) return std::nullopt;
-    tests.cases = parse_cases(json, strings_only);
-  }
-  if (tests.cases.empty()) return std::nullopt;
-
-  tests.function = std::string(trim_ascii_space(row.text(options.function_field).value_or("")));
-  if (tests.function == "None") tests.function.clear();  // ROLL writes Python's None as text
-  tests.entry_point = std::string(trim_ascii_space(row.text("entry_point").value_or("")));
-  if (case_type == "assert" || case_type == "unittest" || case_type == "pytest" || check_based ||
-      (case_type.empty() && strings_only)) {
-    tests.kind = TestKind::assertion;
-  } else if (case_type == "text") {
-    tests.kind = TestKind::text;
-  } else if (case_type == "call" || case_type == "call_based" || case_type == "call-based" || case_type == "function") {
-    tests.kind = TestKind::call;
-  } else if (case_type.empty() || case_type == "input" || case_type == "stdin" || case_type == "stdin_stdout" ||
-             case_type == "stdin/stdout" || case_type == "io") {
-    tests.kind = tests.function.empty() ? TestKind::stdin_stdout : TestKind::call;
-  } else {
-    return std::nullopt;  // a case type we cannot run: no value rather than a wrong 0
-  }
-  if (tests.kind != TestKind::assertion && tests.kind != TestKind::text && strings_only) return std::nullopt;
-  if (tests.kind == TestKind::call && tests.function.empty()) return std::nullopt;
-  return tests;
-}
-
 float code_score(std::size_t passed, std::size_t total, CodeScoring scoring) {
   GRPO_CHECK(total > 0 && passed <= total, "code_score: need 0 <= passed <= total and total > 0, got {} of {}", passed,
              total);
@@ -416,7 +259,7 @@ CodeTestsReward::CodeTestsReward(CodeTestsOptions options) : options_(std::move(
   options_.sandbox.limits.cpu_seconds = static_cast<std::size_t>((options_.test_time.count() + 999) / 1000);
   sandbox_ = std::make_shared<const sandbox::Sandbox>(options_.sandbox);
   if (std::any_of(options_.languages.begin(), options_.languages.end(),
-                  [](const std::string& language) { return is_cpp(lower(language)); })) {
+                  [](const std::string& language) { return is_cpp(ascii_lowercase(language)); })) {
     GRPO_CHECK_CONFIG(options_.compile_time.count() > 0, "code_tests: compile_time must be > 0 ms");
     GRPO_CHECK_CONFIG(!options_.cxx.empty() && options_.cxx.front() == '/',
                       "code_tests: cxx must be an absolute path, got '{}'", options_.cxx);
@@ -435,7 +278,8 @@ CodeTestsReward::CodeTestsReward(CodeTestsOptions options) : options_(std::move(
 CodeTestsOutcome CodeTestsReward::evaluate(const Completion& completion, const ScoringContext& context) const {
   using Clock = std::chrono::steady_clock;
   CodeTestsOutcome outcome;
-  const std::optional<CodeTests> tests = completion.row ? parse_code_tests(*completion.row, options_) : std::nullopt;
+  const std::optional<CodeTests> tests =
+      completion.row ? io::parse_code_tests(*completion.row, options_.fields) : std::nullopt;
   if (!tests) {
     outcome.value = options_.no_tests_value;
     return outcome;

@@ -3,11 +3,9 @@
 #include "json_config.hpp"
 
 #include <grpo/core/error.hpp>
+#include <grpo/io/json_fields.hpp>
 
 #include <simdjson.h>
-
-#include <optional>
-#include <set>
 
 namespace grpo::rewards::detail {
 namespace {
@@ -19,60 +17,11 @@ simdjson::dom::element parse_document(simdjson::dom::parser& parser, std::string
   return root;
 }
 
-// The value of a field; nullopt for JSON null.
-std::optional<OptionValue> to_option_value(simdjson::dom::element value) {
-  using simdjson::dom::element_type;
-  switch (value.type()) {
-    case element_type::BOOL:
-      return bool(value.get_bool().value_unsafe());
-    case element_type::INT64:
-      return double(value.get_int64().value_unsafe());
-    case element_type::UINT64:
-      return double(value.get_uint64().value_unsafe());
-    case element_type::DOUBLE:
-      return value.get_double().value_unsafe();
-    case element_type::STRING:
-      return std::string(value.get_string().value_unsafe());
-    case element_type::ARRAY: {
-      std::vector<std::string> strings;
-      const simdjson::dom::array array = value.get_array().value_unsafe();
-      for (simdjson::dom::element item : array) {
-        if (item.type() != element_type::STRING) return JsonText{simdjson::minify(value)};
-        strings.emplace_back(item.get_string().value_unsafe());
-      }
-      return strings;
-    }
-    case element_type::OBJECT:
-      return JsonText{simdjson::minify(value)};
-    case element_type::NULL_VALUE:
-      break;
-  }
-  return std::nullopt;
-}
-
-// The fields of the object at the root of `json`, null values included (as nullopt).
-std::vector<std::pair<std::string, std::optional<OptionValue>>> object_fields(std::string_view json,
-                                                                             std::string_view context) {
-  simdjson::dom::parser parser;
-  const simdjson::dom::element root = parse_document(parser, json, context);
-  simdjson::dom::object object;
-  GRPO_CHECK_CONFIG(!root.get_object().get(object), "{}: expected a JSON object, got {}", context,
-                    simdjson::minify(root).substr(0, 80));
-  std::vector<std::pair<std::string, std::optional<OptionValue>>> fields;
-  std::set<std::string, std::less<>> seen;
-  for (const auto field : object) {
-    std::string key(field.key);
-    GRPO_CHECK_CONFIG(seen.insert(key).second, "{}: option '{}' appears twice", context, key);
-    fields.emplace_back(std::move(key), to_option_value(field.value));
-  }
-  return fields;
-}
-
 }  // namespace
 
 std::vector<std::pair<std::string, OptionValue>> parse_json_object(std::string_view json, std::string_view context) {
   std::vector<std::pair<std::string, OptionValue>> fields;
-  for (auto& [key, value] : object_fields(json, context)) {
+  for (auto& [key, value] : io::json_object_fields(json, context)) {
     GRPO_CHECK_CONFIG(value.has_value(), "{}: option '{}' is null; leave it out to use its default", context, key);
     fields.emplace_back(std::move(key), std::move(*value));
   }
@@ -102,28 +51,3 @@ char first_json_char(std::string_view json) {
 }
 
 }  // namespace grpo::rewards::detail
-
-namespace grpo::rewards {
-
-Row Row::from_json(std::string_view json_object) {
-  std::vector<std::pair<std::string, std::optional<OptionValue>>> fields;
-  try {
-    fields = detail::object_fields(json_object, "dataset row");
-  } catch (const ConfigError& error) {
-    throw ParseError(error.what());
-  }
-  struct ToField {
-    FieldValue operator()(bool b) const { return b ? 1.0 : 0.0; }
-    FieldValue operator()(double d) const { return d; }
-    FieldValue operator()(std::string& s) const { return std::move(s); }
-    FieldValue operator()(std::vector<std::string>& list) const { return std::move(list); }
-    FieldValue operator()(JsonText& json) const { return std::move(json.text); }
-  };
-  Row row;
-  for (auto& [key, value] : fields) {
-    if (value) row.set(key, std::visit(ToField{}, *value));
-  }
-  return row;
-}
-
-}  // namespace grpo::rewards

@@ -307,9 +307,9 @@ RewardPtr make_code_tests(const RewardOptions& options, const RewardRegistry&) {
   code.max_tests = options.count("max_tests", code.max_tests);
   code.test_time = milliseconds(options, "test_time_ms", code.test_time);
   code.total_time = milliseconds(options, "total_time_ms", code.total_time);
-  code.tests_field = options.text("tests_field", code.tests_field);
-  code.case_type_field = options.text("case_type_field", code.case_type_field);
-  code.function_field = options.text("function_field", code.function_field);
+  code.fields.tests = options.text("tests_field", code.fields.tests);
+  code.fields.case_type = options.text("case_type_field", code.fields.case_type);
+  code.fields.function = options.text("function_field", code.fields.function);
   code.no_tests_value = optional_float(options, "no_tests_value");
   sandbox::SandboxLimits& limits = code.sandbox.limits;
   limits.memory_bytes = options.count("memory_mb", limits.memory_bytes >> 20) << 20;

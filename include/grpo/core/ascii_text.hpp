@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Locale-free ASCII text helpers: whitespace as C's isspace accepts it in the "C" locale (space, \t, \n, \v, \f, \r),
-// trimming by it (Python's str.strip() on ASCII text), lower-casing and a case-insensitive prefix test.
+// trimming by it (Python's str.strip() on ASCII text), lower-casing, a case-insensitive prefix test and line splitting.
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace grpo {
 
@@ -27,6 +29,30 @@ constexpr bool ascii_iequals_at(std::string_view s, std::size_t pos, std::string
     if (ascii_lower(s[pos + k]) != lower_word[k]) return false;
   }
   return true;
+}
+
+/// `s` with its ASCII capital letters lower-cased.
+inline std::string ascii_lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = ascii_lower(c);
+  return out;
+}
+
+/// The lines of `text` without their '\n' (views into `text`); a final newline ends the last line instead of
+/// starting an empty one.
+inline std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) {
+      lines.push_back(text.substr(start));
+      break;
+    }
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
 }
 
 }  // namespace grpo

@@ -24,7 +24,7 @@
 // join them with Dataset::concat.
 #pragma once
 
-#include <grpo/rewards/reward_function.hpp>
+#include <grpo/io/row.hpp>
 #include <grpo/text/chat_template.hpp>
 
 #include <grpo/core/enum_names.hpp>
@@ -63,7 +63,7 @@ inline DatasetFormat parse_dataset_format(std::string_view name) {
 /// The kind of a ROLL domain (the row's `tag`), which decides the fields a row of that domain must carry.
 enum class DomainKind {
   math,     ///< `ground_truth`: text, a number, or {"steps": [text, ...], "final_answer": text or number}
-  code,     ///< `test_cases` readable by rewards::parse_code_tests (a list, or a JSON string holding one, of
+  code,     ///< `test_cases` readable by io::parse_code_tests (code_tests.hpp) (a list, or a JSON string holding one, of
             ///< {"input", "expected_output"} or assert code; with `case_type`, `test_case_function`); no ground truth
   general,  ///< for the LLM judge: `ground_truth` (the reference answer, ROLL's judge rows) and/or
             ///< `evaluation_criteria` (a non-empty list of strings, or a JSON string holding one); at least one
@@ -123,7 +123,7 @@ struct DatasetOptions {
   /// ROLL multi-domain data (format roll or detect). When not empty, every row belongs to one domain (Example::domain)
   /// and must carry the fields its kind needs (see DomainKind); a row that does not is a bad row ("data.jsonl:7: tag
   /// 'code': field 'test_cases' ..."), handled by on_bad_row. A tag claimed by two domains is a ConfigError. Empty: no
-  /// domain check, and every roll row needs a ground_truth. Code rows are checked with rewards::parse_code_tests's
+  /// domain check, and every roll row needs a ground_truth. Code rows are checked with io::parse_code_tests's
   /// default field names (test_cases, case_type, test_case_function). A general row's criteria given as a JSON string
   /// are stored in the row as the list.
   std::vector<DatasetDomain> domains;
@@ -149,7 +149,7 @@ struct Example {
   std::optional<std::string> raw_prompt;
   std::string ground_truth;               ///< the gold answer the accuracy reward compares with ("" for a code or
                                           ///< general row without one)
-  std::shared_ptr<const rewards::Row> row;  ///< every field of the source row (for rewards::Completion::row)
+  std::shared_ptr<const Row> row;  ///< every field of the source row (for rewards::Completion::row)
   std::string source;                     ///< "file:line" (JSON lines) or "file[index]" (JSON array)
   std::string id;                         ///< the row's `id` as text (7 → "7"); `source` when absent or empty
   std::string tag;                        ///< the row's `tag`; "" when absent
@@ -167,7 +167,7 @@ struct ExampleBatch {
   /// The prompts, one chat per example, for a ChatTemplate / Sampler.
   std::vector<std::vector<text::ChatMessage>> prompts() const;
   /// The rows, one per example, for rewards::Completion::row.
-  std::vector<std::shared_ptr<const rewards::Row>> rows() const;
+  std::vector<std::shared_ptr<const Row>> rows() const;
 };
 
 struct DatasetSplit;

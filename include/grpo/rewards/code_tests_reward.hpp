@@ -26,6 +26,7 @@
 // pass/fail + 0.1·rate (open-r1 `cf_code` weighted_sum).
 #pragma once
 
+#include <grpo/io/code_tests.hpp>
 #include <grpo/rewards/reward_function.hpp>
 #include <grpo/sandbox/sandbox.hpp>
 
@@ -52,21 +53,9 @@ enum class OutputComparison {
   float_tolerance,  ///< whitespace-separated tokens; numeric tokens equal within the tolerance, others exactly
 };
 
-enum class TestKind { stdin_stdout, call, assertion, text };
-
-struct CodeTestCase {
-  std::string input;            ///< stdin, call arguments (JSON lines), or the assert code
-  std::string expected_output;  ///< expected stdout or JSON return value; empty for assertion tests
-};
-
-/// The tests of one row.
-struct CodeTests {
-  TestKind kind = TestKind::stdin_stdout;
-  std::vector<CodeTestCase> cases;
-  std::string function;     ///< call-based: the function (or Solution method); assertion: the test function
-  std::string entry_point;  ///< assertion tests: the program's function passed to `function`
-  std::string import_prefix;  ///< check-based tests: code put before the prelude and the program
-};
+using io::CodeTestCase;
+using io::CodeTests;
+using io::TestKind;
 
 struct CodeTestsOptions {
   /// Fence languages accepted for the code block (case-insensitive); a block with no language is accepted (as Python)
@@ -89,9 +78,9 @@ struct CodeTestsOptions {
   std::chrono::milliseconds test_time{6000};
   std::chrono::milliseconds total_time{0};  ///< all tests of one completion; 0 = none; tests not run fail
   sandbox::SandboxOptions sandbox{};        ///< its limits.wall_time and cpu_seconds are replaced by test_time
-  std::string tests_field = "test_cases";
-  std::string case_type_field = "case_type";
-  std::string function_field = "test_case_function";
+  /// The row fields of the tests, their case type and the test function (config keys tests_field,
+  /// case_type_field, function_field).
+  io::CodeTestFields fields{};
   /// Value for a row without tests (or whose tests do not parse). No value by default.
   std::optional<float> no_tests_value = std::nullopt;
 };
@@ -114,10 +103,6 @@ bool outputs_match(std::string_view actual, std::string_view expected, OutputCom
 /// Whether two JSON texts hold equal values: same structure, strings equal, numbers within the tolerance, integers
 /// and floats compared as numbers. Used for call-based return values. False when either is not valid JSON.
 bool json_values_match(std::string_view actual, std::string_view expected, double float_tolerance = 1e-6);
-
-/// The tests of a row; nullopt when the row has no (or an empty or unreadable) test list, or a case_type this reward
-/// cannot run (no value is better than a wrong 0).
-std::optional<CodeTests> parse_code_tests(const Row& row, const CodeTestsOptions& options = {});
 
 /// The score of `passed` of `total` tests under `scoring` (total > 0).
 float code_score(std::size_t passed, std::size_t total, CodeScoring scoring);

@@ -5,6 +5,7 @@
 // option.
 #pragma once
 
+#include <grpo/io/json_fields.hpp>
 #include <grpo/rewards/reward_function.hpp>
 
 #include <cstddef>
@@ -20,12 +21,10 @@
 namespace grpo::rewards {
 
 /// Nested JSON (an object, or an array that is not all strings), kept as text for the factory that understands it.
-struct JsonText {
-  std::string text;
-};
+using JsonText = io::JsonText;
 
-/// One option value of a config entry. JSON null is rejected when parsing.
-using OptionValue = std::variant<bool, double, std::string, std::vector<std::string>, JsonText>;
+/// One option value of a config entry (io::JsonValue). JSON null is rejected when parsing.
+using OptionValue = io::JsonValue;
 
 /// The options of one reward config entry: its "name" and the other fields. Typed accessors check the type and
 /// throw ConfigError naming the entry, the option and the value; every accessor marks its option as used, so that

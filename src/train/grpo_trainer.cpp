@@ -182,8 +182,8 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
                          GrpoTrainerOptions options, GrpoTrainerParts parts)
     : prompts_(prompts), scorer_(scorer), group_(group), options_((options.validate(), std::move(options))),
       model_(model.build({.temperature = options_.sampling.temperature,
-                    .fp32_lm_head = options_.fp32_lm_head,
-                    .pack_sequences = options_.pack_sequences})),
+                          .fp32_lm_head = options_.fp32_lm_head,
+                          .pack_sequences = options_.pack_sequences})),
       generator_(parts.generator ? std::move(parts.generator) : model_->sampler_generator()),
       selection_({.metric = options_.dynamic_sampling_metric,
                   .filter = options_.dynamic_sampling_filter,

@@ -259,6 +259,33 @@ TEST_CASE("checkpoint: text state and a reference model round trip, a missing re
   fs::remove_all(dir);
 }
 
+TEST_CASE("module_checkpoint: any module's parameters and buffers round trip by name; another module's checkpoint "
+          "is an error naming the file and the tensor",
+          "[train][checkpoint]") {
+  const fs::path dir = fresh_dir("grpo_checkpoint_module_test");
+  torch::manual_seed(7);
+  torch::nn::Sequential saved_module(torch::nn::Linear(2, 3), torch::nn::BatchNorm1d(3));
+  saved_module->named_buffers()["1.running_mean"].fill_(0.25);
+  grpo::train::module_checkpoint(saved_module.ptr()).save(dir);
+
+  torch::nn::Sequential loaded(torch::nn::Linear(2, 3), torch::nn::BatchNorm1d(3));
+  grpo::train::module_checkpoint(loaded.ptr()).load(dir);
+  const auto want = saved_module->named_parameters(), got = loaded->named_parameters();
+  for (const auto& p : want) CHECK(torch::equal(got[p.key()], p.value()));
+  CHECK(torch::equal(loaded->named_buffers()["1.running_mean"], torch::full({3}, 0.25)));
+
+  torch::nn::Sequential wider(torch::nn::Linear(3, 3), torch::nn::BatchNorm1d(3));
+  CHECK_THROWS_WITH(grpo::train::module_checkpoint(wider.ptr()).load(dir),
+                    Catch::Contains("model.safetensors") && Catch::Contains("tensor '0.weight'") &&
+                        Catch::Contains("3x2") && Catch::Contains("3x3"));
+  torch::nn::Sequential longer(torch::nn::Linear(2, 3), torch::nn::BatchNorm1d(3), torch::nn::Linear(3, 1));
+  // The first missing tensor by name.
+  CHECK_THROWS_WITH(grpo::train::module_checkpoint(longer.ptr()).load(dir), Catch::Contains("no tensor '2.bias'"));
+  torch::nn::Sequential shorter(torch::nn::Linear(2, 3));
+  CHECK_THROWS_WITH(grpo::train::module_checkpoint(shorter.ptr()).load(dir), Catch::Contains("another model"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("trainer_state.json: texts are optional and must be strings", "[train][checkpoint]") {
   const auto state = grpo::train::trainer_state_from_json(R"({"step": 1, "seed": 2, "values": {}})");
   CHECK(state.texts.empty());

@@ -68,13 +68,11 @@ class TrainedModelOf final : public TrainedModel {
   torch::nn::Module& module() override { return *policy_.model(); }
 
   TokenLogProbs token_log_probs(const Rollout& rollout, bool with_entropy, bool with_sum_pi_squared) override {
+    std::optional<models::LoraDisabled> base_only;
     if constexpr (kCausalLM) {
-      std::optional<models::LoraDisabled> base_only;
       if (adapters_off_) base_only.emplace(policy_.model());
-      return policy_.token_log_probs(rollout, with_entropy, with_sum_pi_squared);
-    } else {
-      return policy_.token_log_probs(rollout, with_entropy, with_sum_pi_squared);
     }
+    return policy_.token_log_probs(rollout, with_entropy, with_sum_pi_squared);
   }
 
   std::unique_ptr<TrainedModel> reference() override {
@@ -112,8 +110,6 @@ class TrainedModelOf final : public TrainedModel {
       return module_checkpoint(policy_.model().ptr());
     }
   }
-
-  ModelType& model() { return policy_.model(); }
 
  private:
   Policy<ModelType> policy_;

@@ -259,7 +259,7 @@ TEST_CASE("checkpoint: text state and a reference model round trip, a missing re
   fs::remove_all(dir);
 }
 
-TEST_CASE("module_checkpoint: any module's parameters and buffers round trip by name; another module's checkpoint "
+TEST_CASE("module_checkpoint: any module's parameters and buffers round trip by name, and another module's checkpoint "
           "is an error naming the file and the tensor",
           "[train][checkpoint]") {
   const fs::path dir = fresh_dir("grpo_checkpoint_module_test");

@@ -3,7 +3,8 @@
 # MODE=find_package: first installs the already-built grpo (GRPO_BINARY_DIR) into a fresh prefix and points the
 #   consumer's find_package(grpo) at that prefix only.
 # MODE=add_subdirectory: the consumer adds GRPO_SOURCE_DIR as a subdirectory (grpo is then not the top-level
-#   project, so its tests, benchmarks and examples are off), with the LibTorch of the build under test (GRPO_TORCH).
+#   project, so its tests, benchmarks and examples are off), with the LibTorch of the build under test (GRPO_TORCH),
+#   and compiles against grpo::grpo without linking (consumer/add_subdirectory/CMakeLists.txt says why).
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   if(NOT rc EQUAL 0)
@@ -25,5 +26,7 @@ else()
 endif()
 run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR}/${MODE} -B ${WORK_DIR}/build -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release
     ${consumer_args})
-run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-run(${WORK_DIR}/build/consumer)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build --target consumer)
+if(MODE STREQUAL "find_package")
+  run(${WORK_DIR}/build/consumer)
+endif()

@@ -18,7 +18,6 @@
 
 #include <chrono>
 #include <string>
-#include <utility>
 #include <vector>
 
 int main(int argc, char** argv) try {
@@ -28,12 +27,9 @@ int main(int argc, char** argv) try {
   if (!grpo::train::parse_run_settings(settings, args, "r1_zero [options]")) return 0;  // --help was printed
   const auto run = grpo::train::build_run(settings);
   grpo::train::GrpoTrainer& trainer = *run->trainer;
-  const bool main_rank = run->group.is_main();
 
-  std::vector<std::pair<std::int64_t, double>> curve;  // held-out accuracy by step
-  if (run->first_step == 1 && main_rank) curve.emplace_back(0, trainer.evaluate(0).all.mean_accuracy);
-  const std::int64_t last = settings.trainer.steps;
-  for (std::int64_t step = run->first_step; step <= last; ++step) {
+  grpo::train::AccuracyCurve curve = grpo::train::start_accuracy_curve(*run);  // step 0 on a fresh run
+  for (std::int64_t step = run->first_step; step <= settings.trainer.steps; ++step) {
     const auto started = std::chrono::steady_clock::now();
     trainer.begin_step(step);                                // the context stage and the learning rate
     const grpo::train::StepBatch batch = trainer.collect_groups(step);  // generate, score, select, log-prob passes
@@ -41,26 +37,13 @@ int main(int argc, char** argv) try {
     const grpo::train::UpdateResult update = trainer.policy_update(batch, advantages);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     trainer.finish_step(batch, advantages, update, seconds);  // metrics, controllers, callbacks (the logs)
-    if (main_rank && batch.difficulty_masked_groups() > 0) {
+    if (run->group.is_main() && batch.difficulty_masked_groups() > 0) {
       fmt::print("step {}: the difficulty mask kept {} of {} groups out of the loss\n", step,
                  batch.difficulty_masked_groups(), batch.problems.size());
     }
-    // Evaluate on rank 0 (the others wait at the next collective); every rank takes part in a checkpoint.
-    if (main_rank && ((settings.eval_every > 0 && step % settings.eval_every == 0) || step == last)) {
-      curve.emplace_back(step, trainer.evaluate(step).all.mean_accuracy);
-    }
-    if ((settings.save_every > 0 && step % settings.save_every == 0) || step == last) {
-      trainer.save(*run->checkpoints, step);
-    }
+    grpo::train::evaluate_and_save(*run, settings, step, curve);  // every eval_every / save_every, and at the end
   }
-  if (main_rank && run->model->lora_options()) {  // the adapter alone, as peft saves it
-    grpo::models::save_lora_adapter(run->model, settings.output_dir / "adapter", settings.model_dir.string());
-  }
-  if (main_rank) {
-    fmt::print("held-out accuracy by step:");
-    for (const auto& [step, accuracy] : curve) fmt::print("  {}: {:.3f}", step, accuracy);
-    fmt::print("\n");
-  }
+  grpo::train::finish_run(*run, settings, curve);  // a LoRA run's adapter, and the curve printed
   return 0;
 } catch (const grpo::Error& e) {
   fmt::print(stderr, "r1_zero: {}\n", e.what());

@@ -375,7 +375,7 @@ class Loader {
     }
     GRPO_CHECK_CONFIG(options.domains.empty() || format_ == DatasetFormat::roll || format_ == DatasetFormat::detect,
                       "DatasetOptions: domains ({}) apply to ROLL rows; the format is '{}' (use roll or detect)",
-                      configured_domains(options), ::grpo::detail::enum_name(format_, detail::kDatasetFormatNames));
+                      configured_domains(options), to_string(format_));
     std::map<std::string, std::string, std::less<>> owner;  // tag → domain
     std::vector<std::string> scratch;
     for (const DatasetDomain& d : options.domains) {
@@ -405,7 +405,7 @@ class Loader {
           row_error(fmt::format("DatasetOptions::domains ({}) need ROLL rows with 'messages' and 'tag'; this row "
                                 "reads as format '{}'",
                                 configured_domains(options_),
-                                ::grpo::detail::enum_name(detected, detail::kDatasetFormatNames)));
+                                to_string(detected)));
         }
         format_ = detected;
       }

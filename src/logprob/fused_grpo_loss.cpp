@@ -257,7 +257,7 @@ std::string FusedGrpoLoss::unsupported_reason(const GrpoLossOptions& o) {
   const auto& p = o.policy;
   if (!o.policy_loss_name.empty()) return fmt::format("registered policy loss '{}'", o.policy_loss_name);
   if (p.type != PolicyLossType::ppo_clip && p.type != PolicyLossType::cispo)
-    return fmt::format("policy.type '{}' (supported: ppo_clip, cispo)", policy_loss_type_name(p.type));
+    return fmt::format("policy.type '{}' (supported: ppo_clip, cispo)", to_string(p.type));
   if (p.importance_level == ImportanceLevel::sequence_token) return "policy.importance_level 'sequence_token'";
   if (p.delta) return fmt::format("policy.delta = {}", *p.delta);
   if (p.dual_clip_c) return fmt::format("policy.dual_clip_c = {}", *p.dual_clip_c);

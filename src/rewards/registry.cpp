@@ -103,8 +103,11 @@ std::string RewardOptions::choice(std::string_view key, std::string fallback,
   for (std::string_view name : allowed) {
     if (name == chosen) return chosen;
   }
-  throw ConfigError(fmt::format("option '{}' must be one of \"{}\", got \"{}\"", key, fmt::join(allowed, "\", \""),
-                                chosen));
+  throw_not_one_of(key, chosen, ::grpo::detail::joined_names(allowed));
+}
+
+void RewardOptions::throw_not_one_of(std::string_view key, std::string_view got, const std::string& valid) {
+  throw ConfigError(fmt::format("option '{}' must be one of {}, got \"{}\"", key, valid, got));
 }
 
 std::vector<std::string> RewardOptions::text_list(std::string_view key, std::vector<std::string> fallback) const {
@@ -166,11 +169,6 @@ RewardPtr RewardRegistry::create(std::string_view json_object) const {
 
 namespace {
 
-LengthUnit length_unit(const RewardOptions& options, std::string fallback) {
-  return options.choice("unit", std::move(fallback), {"chars", "tokens"}) == "chars" ? LengthUnit::chars
-                                                                                      : LengthUnit::tokens;
-}
-
 std::optional<float> optional_float(const RewardOptions& options, std::string_view key) {
   const auto value = options.optional_number(key);
   return value ? std::optional<float>(static_cast<float>(*value)) : std::nullopt;
@@ -201,8 +199,7 @@ RewardPtr make_math_steps(const RewardOptions& options, const RewardRegistry&) {
 
 RewardPtr make_format(const RewardOptions& options, const RewardRegistry&) {
   FormatOptions format;
-  format.style = options.choice("style", "r1_zero", {"r1_zero", "open_r1"}) == "r1_zero" ? FormatStyle::r1_zero
-                                                                                        : FormatStyle::open_r1;
+  format.style = options.choice("style", format.style);
   return std::make_shared<FormatReward>(format);
 }
 
@@ -210,9 +207,7 @@ RewardPtr make_tag_count(const RewardOptions&, const RewardRegistry&) { return s
 
 RewardPtr make_reasoning_steps(const RewardOptions& options, const RewardRegistry&) {
   ReasoningStepsOptions steps;
-  steps.line_anchor = options.choice("line_anchor", "every_line", {"every_line", "string_start"}) == "every_line"
-                          ? StepLineAnchor::every_line
-                          : StepLineAnchor::string_start;
+  steps.line_anchor = options.choice("line_anchor", steps.line_anchor);
   steps.target_steps = options.number("target_steps", steps.target_steps);
   return std::make_shared<ReasoningStepsReward>(steps);
 }
@@ -224,7 +219,7 @@ RewardPtr make_cosine(const RewardOptions& options, const RewardRegistry&) {
   cosine.max_value_wrong = options.number("max_value_wrong", cosine.max_value_wrong);
   cosine.min_value_correct = options.number("min_value_correct", cosine.min_value_correct);
   cosine.max_value_correct = options.number("max_value_correct", cosine.max_value_correct);
-  cosine.unit = length_unit(options, "chars");
+  cosine.unit = options.choice("unit", cosine.unit);
   cosine.clamp_progress = options.flag("clamp_progress", cosine.clamp_progress);
   cosine.unjudgeable_value = optional_float(options, "unjudgeable_value");
   cosine.accuracy = accuracy_options(options);
@@ -233,7 +228,7 @@ RewardPtr make_cosine(const RewardOptions& options, const RewardRegistry&) {
 
 RewardPtr make_length(const RewardOptions& options, const RewardRegistry&) {
   LengthOptions length;
-  length.unit = length_unit(options, "chars");
+  length.unit = options.choice("unit", length.unit);
   length.unjudgeable_as_correct = options.flag("unjudgeable_as_correct", length.unjudgeable_as_correct);
   length.accuracy = accuracy_options(options);
   return std::make_shared<LengthReward>(std::move(length));
@@ -243,8 +238,7 @@ RewardPtr make_repetition(const RewardOptions& options, const RewardRegistry&) {
   RepetitionOptions repetition;
   repetition.ngram_size = options.count("ngram_size", repetition.ngram_size);
   repetition.max_penalty = options.number("max_penalty", repetition.max_penalty);
-  repetition.unit = options.choice("unit", "words", {"words", "tokens"}) == "words" ? RepetitionUnit::words
-                                                                                    : RepetitionUnit::tokens;
+  repetition.unit = options.choice("unit", repetition.unit);
   return std::make_shared<RepetitionReward>(repetition);
 }
 
@@ -252,7 +246,7 @@ RewardPtr make_soft_overlong(const RewardOptions& options, const RewardRegistry&
   SoftOverlongOptions overlong;
   overlong.max_completion_len = options.count("max_completion_len", overlong.max_completion_len);
   overlong.soft_punish_cache = options.count("soft_punish_cache", overlong.soft_punish_cache);
-  overlong.unit = length_unit(options, "tokens");
+  overlong.unit = options.choice("unit", overlong.unit);
   return std::make_shared<SoftOverlongReward>(overlong);
 }
 
@@ -294,14 +288,8 @@ RewardPtr make_code_tests(const RewardOptions& options, const RewardRegistry&) {
   code.cxx = options.text("cxx", code.cxx);
   code.cxx_flags = options.text_list("cxx_flags", code.cxx_flags);
   code.compile_time = milliseconds(options, "compile_time_ms", code.compile_time);
-  const std::string scoring = options.choice("scoring", "pass_rate", {"pass_rate", "all_or_nothing", "weighted"});
-  code.scoring = scoring == "pass_rate"        ? CodeScoring::pass_rate
-                 : scoring == "all_or_nothing" ? CodeScoring::all_or_nothing
-                                               : CodeScoring::weighted;
-  const std::string comparison = options.choice("comparison", "whitespace", {"exact", "whitespace", "float"});
-  code.comparison = comparison == "exact"        ? OutputComparison::exact
-                    : comparison == "whitespace" ? OutputComparison::whitespace
-                                                 : OutputComparison::float_tolerance;
+  code.scoring = options.choice("scoring", code.scoring);
+  code.comparison = options.choice("comparison", code.comparison);
   code.float_tolerance = options.number("float_tolerance", code.float_tolerance);
   code.early_exit = options.flag("early_exit", code.early_exit);
   code.max_tests = options.count("max_tests", code.max_tests);

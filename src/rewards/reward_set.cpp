@@ -83,10 +83,8 @@ RewardExecutorOptions parse_executor(const std::string& json) {
   try {
     executor.num_threads = options.count("threads", executor.num_threads);
     executor.budget = std::chrono::milliseconds(options.count("budget_ms", 0));
-    executor.fallback = options.choice("fallback", "none", {"none", "zero"}) == "none" ? BudgetFallback::no_value
-                                                                                       : BudgetFallback::zero;
-    executor.on_error = options.choice("on_error", "none", {"none", "rethrow"}) == "none" ? ErrorPolicy::no_value
-                                                                                          : ErrorPolicy::rethrow;
+    executor.fallback = options.choice("fallback", executor.fallback);
+    executor.on_error = options.choice("on_error", executor.on_error);
     options.check_all_used();
   } catch (const ConfigError& error) {
     throw ConfigError(fmt::format("reward config: executor: {}", error.what()));

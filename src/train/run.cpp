@@ -169,8 +169,8 @@ std::unique_ptr<MixedPromptSource> make_data_source(const RunSettings& s, text::
   MixedPromptSourceOptions o;
   if (!s.data_path.empty()) o.files.push_back(s.data_path);
   for (const auto& d : s.domains) o.domains.push_back(d.prompt_domain());
-  o.dataset.format = io::parse_dataset_format(s.data_format);
-  o.dataset.on_bad_row = s.on_bad_row == "skip" ? io::BadRowPolicy::skip : io::BadRowPolicy::stop;
+  o.dataset.format = s.data_format;
+  o.dataset.on_bad_row = s.on_bad_row;
   o.dataset.prompt_field = s.prompt_field;
   o.dataset.answer_field = s.answer_field;
   o.dataset.system_prompt = kR1ZeroSystemPrompt;
@@ -252,36 +252,42 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   return run;
 }
 
-std::vector<std::pair<std::int64_t, double>> train_run(Run& run, const RunSettings& s) {
-  GrpoTrainer& trainer = *run.trainer;
-  const bool main_rank = run.group.is_main();
-  std::vector<std::pair<std::int64_t, double>> curve;
-  if (run.first_step == 1 && main_rank) curve.emplace_back(0, trainer.evaluate(0).all.mean_accuracy);
-  const std::int64_t steps = s.trainer.steps;
-  for (std::int64_t step = run.first_step; step <= steps; ++step) {
-    trainer.step(step);
-    // Evaluate (rank 0; the others wait at the next collective) and checkpoint (rank 0 writes).
-    if (main_rank && ((s.eval_every > 0 && step % s.eval_every == 0) || step == steps)) {
-      curve.emplace_back(step, trainer.evaluate(step).all.mean_accuracy);
-    }
-    if ((s.save_every > 0 && step % s.save_every == 0) || step == steps) trainer.save(*run.checkpoints, step);
+AccuracyCurve start_accuracy_curve(Run& run) {
+  AccuracyCurve curve;
+  if (run.first_step == 1 && run.group.is_main()) curve.emplace_back(0, run.trainer->evaluate(0).all.mean_accuracy);
+  return curve;
+}
+
+void evaluate_and_save(Run& run, const RunSettings& s, std::int64_t step, AccuracyCurve& curve) {
+  const bool last = step == s.trainer.steps;
+  if (run.group.is_main() && ((s.eval_every > 0 && step % s.eval_every == 0) || last)) {
+    curve.emplace_back(step, run.trainer->evaluate(step).all.mean_accuracy);
   }
-  if (main_rank && run.model->lora_options()) {  // the adapter alone, as peft saves it
-    models::save_lora_adapter(run.model, s.output_dir / "adapter", s.model_dir.string());
+  if ((s.save_every > 0 && step % s.save_every == 0) || last) run.trainer->save(*run.checkpoints, step);
+}
+
+AccuracyCurve train_run(Run& run, const RunSettings& s) {
+  AccuracyCurve curve = start_accuracy_curve(run);
+  for (std::int64_t step = run.first_step; step <= s.trainer.steps; ++step) {
+    run.trainer->step(step);
+    evaluate_and_save(run, s, step, curve);
   }
   return curve;
+}
+
+void finish_run(Run& run, const RunSettings& s, const AccuracyCurve& curve) {
+  if (!run.group.is_main()) return;
+  if (run.model->lora_options()) models::save_lora_adapter(run.model, s.output_dir / "adapter", s.model_dir.string());
+  fmt::print("held-out accuracy by step:");
+  for (const auto& [step, accuracy] : curve) fmt::print("  {}: {:.3f}", step, accuracy);
+  fmt::print("\n");
 }
 
 int run_training_command(std::span<const std::string> args, std::string_view program) try {
   RunSettings settings;
   if (!parse_run_settings(settings, args, fmt::format("{} [options]", program))) return 0;
   auto run = build_run(settings);
-  const auto curve = train_run(*run, settings);
-  if (run->group.is_main()) {
-    fmt::print("held-out accuracy by step:");
-    for (const auto& [step, accuracy] : curve) fmt::print("  {}: {:.3f}", step, accuracy);
-    fmt::print("\n");
-  }
+  finish_run(*run, settings, train_run(*run, settings));
   return 0;
 } catch (const Error& e) {
   fmt::print(stderr, "{}: {}\n", program, e.what());

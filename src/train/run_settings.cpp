@@ -84,13 +84,11 @@ OptionTable run_option_table(RunSettings& s) {
                    {"model_dir"}, 0));
   add(existing(make_option("data", s.data_path, "JSON/JSONL data set (ROLL, TRL/NuminaMath, GSM8K or --data-format fields)"),
                false));
-  add(named("data_format", s.data_format, "detect, roll, trl, gsm8k or fields",
-            [](const std::string& v) { io::parse_dataset_format(v); }));
+  add(enum_option("data_format", s.data_format, "detect, roll, trl, gsm8k or fields"));
   add(make_option("prompt_field", s.prompt_field, "with --data-format fields: the prompt's field"));
   add(make_option("answer_field", s.answer_field, "with --data-format fields: the gold answer's field"));
-  add(make_option("on_bad_row", s.on_bad_row,
-           "stop or skip a malformed data row (skipped rows are counted, the first few reasons printed)",
-           one_of({"stop", "skip"})));
+  add(enum_option("on_bad_row", s.on_bad_row,
+                  "stop or skip a malformed data row (skipped rows are counted, the first few reasons printed)"));
   add(make_option("unknown_tag", s.unknown_tag,
            "multi-domain data: a row whose tag (or 'domain' field) names no configured domain is an error, skipped "
            "(skip), or sent to the domain named here (math: the first math domain, as ROLL sends such rows to "
@@ -108,8 +106,7 @@ OptionTable run_option_table(RunSettings& s) {
   add(enum_option("optimizer_precision", t.optimizer_precision,
                 "with --dtype bf16: fp32_master (fp32 master weights and AdamW state) or compensated (the bf16 weights "
                 "stepped in place with Kahan compensation and stochastically rounded bf16 moments: half the optimizer "
-                "memory)",
-                parse_optimizer_precision, [](OptimizerPrecision p) { return to_string(p); }));
+                "memory)"));
   add(make_option("fp32_lm_head", t.fp32_lm_head,
            "log-probs from fp32 logits when the model is bf16/fp16 (the aim of TRL's cast_lm_head_to_fp32)"));
   add(make_option("pack_sequences", t.pack_sequences, "log-prob passes without padding: each micro-batch's sequences packed "
@@ -142,7 +139,7 @@ OptionTable run_option_table(RunSettings& s) {
                                  "registered name (unset: the recipe's)", "NAME");
   policy_loss.assign = [&t](const std::vector<std::string>& v) { select_policy_loss(t.loss, v.at(0)); };
   policy_loss.yaml = [&t] {
-    return json_quoted(t.loss.policy_loss_name.empty() ? std::string(policy_loss_type_name(t.loss.policy.type))
+    return json_quoted(t.loss.policy_loss_name.empty() ? std::string(to_string(t.loss.policy.type))
                                                        : t.loss.policy_loss_name);
   };
   add(over_recipe(std::move(policy_loss), {"loss_policy"}));
@@ -199,9 +196,7 @@ OptionTable run_option_table(RunSettings& s) {
   add(make_option("dynamic_sampling_prompts", t.dynamic_sampling_prompts, "prompts per round (0 = --prompts)",
            at_least_zero()));
   add(enum_option("dynamic_sampling_at_cap", t.dynamic_sampling_at_cap,
-                "when the rounds run out: train on the groups found (none: skip), or skip the step",
-                parse_dynamic_sampling_cap,
-                [](DynamicSamplingCap c) { return ::grpo::detail::enum_name(c, detail::kDynamicSamplingCapNames); }));
+                "when the rounds run out: train on the groups found (none: skip), or skip the step"));
   add(make_option("dynamic_sampling_metric", t.dynamic_sampling_metric,
            "what must spread within a kept group: total (the reward total), accuracy (DAPO's acc: the correctness of "
            "the judged completions) or a reward's label"));
@@ -232,8 +227,7 @@ OptionTable run_option_table(RunSettings& s) {
            "equal --no-overlap-scoring with the same chunks"));
   // KL.
   add(enum_option("kl_control", t.kl.type,
-                "KL coefficient control: fixed or adaptive (β from --beta, moved towards --kl-target)",
-                parse_kl_control, [](KlControl c) { return ::grpo::detail::enum_name(c, detail::kKlControlNames); }));
+                "KL coefficient control: fixed or adaptive (β from --beta, moved towards --kl-target)"));
   add(make_option("kl_target", t.kl.target, "adaptive KL: target KL per token", positive()));
   add(make_option("kl_horizon", t.kl.horizon, "adaptive KL: horizon in sequences", positive()));
   add(make_option("kl_in_reward_coef", t.kl_in_reward.beta,
@@ -248,8 +242,7 @@ OptionTable run_option_table(RunSettings& s) {
   reward_estimator.yaml = [&t] { return json_quoted(std::string(to_string(t.kl_in_reward.estimator))); };
   add(std::move(reward_estimator));
   add(enum_option("kl_in_reward_control", t.kl_in_reward.control.type,
-                "KL in the reward: fixed or adaptive (the coefficient moves towards --kl-in-reward-target)",
-                parse_kl_control, [](KlControl c) { return ::grpo::detail::enum_name(c, detail::kKlControlNames); }));
+                "KL in the reward: fixed or adaptive (the coefficient moves towards --kl-in-reward-target)"));
   add(make_option("kl_in_reward_target", t.kl_in_reward.control.target,
            "KL in the reward, adaptive: target KL (sequence mean of token-mean KL)", positive()));
   add(make_option("kl_in_reward_horizon", t.kl_in_reward.control.horizon, "KL in the reward, adaptive: horizon in sequences",
@@ -318,8 +311,7 @@ OptionTable run_option_table(RunSettings& s) {
   add(make_option("weight_decay", t.weight_decay, "AdamW weight decay", at_least_zero()));
   add(make_option("max_grad_norm", t.max_grad_norm, "gradient clipping (0 = off)", at_least_zero()));
   add(make_option("warmup_steps", t.warmup_steps, "linear learning-rate warm-up", at_least_zero()));
-  add(enum_option("lr_decay", t.lr_decay, "constant, linear or cosine", parse_lr_decay,
-                [](LrDecay d) { return ::grpo::detail::enum_name(d, detail::kLrDecayNames); }));
+  add(enum_option("lr_decay", t.lr_decay, "constant, linear or cosine"));
   // Output.
   OptionSpec output = make_option("output_dir", s.output_dir,
                            "metrics, TensorBoard events, samples, checkpoints and the resolved config.yaml");

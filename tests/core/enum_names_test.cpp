@@ -21,6 +21,12 @@ constexpr grpo::detail::EnumNames<Fruit, 5> kFruitNames{{
 static_assert(grpo::detail::names_are_unique(kFruitNames));
 static_assert(grpo::detail::enum_name(Fruit::plum, kFruitNames) == "plum");
 
+GRPO_ENUM_NAMES(Fruit, kFruitNames, "fruit", parse_fruit);
+static_assert(to_string(Fruit::pear) == "pear");
+
+enum class Colour { red };  // no GRPO_ENUM_NAMES
+static_assert(grpo::detail::NamedEnum<Fruit> && !grpo::detail::NamedEnum<Colour>);
+
 }  // namespace
 
 TEST_CASE("enum_name gives the first name of a value, 'unknown' for a value the table lacks", "[core][enum_names]") {
@@ -74,4 +80,18 @@ TEST_CASE("names_are_unique rejects a spelling given twice", "[core][enum_names]
   constexpr grpo::detail::EnumNames<Fruit, 2> kOtherValue{{{Fruit::pear, "pear"}, {Fruit::plum, "pear"}}};
   STATIC_REQUIRE_FALSE(grpo::detail::names_are_unique(kSameValue));
   STATIC_REQUIRE_FALSE(grpo::detail::names_are_unique(kOtherValue));
+}
+
+TEST_CASE("GRPO_ENUM_NAMES: to_string, the parse function and the enum_names hook all read the one table",
+          "[core][enum_names]") {
+  REQUIRE(to_string(Fruit::apple) == "apple");
+  REQUIRE(to_string(Fruit::quince) == "unknown");
+  REQUIRE(parse_fruit("pomme") == Fruit::apple);
+  REQUIRE(parse_fruit("plum") == Fruit::plum);
+  REQUIRE_THROWS_MATCHES(parse_fruit("kiwi"), grpo::ConfigError,
+                         Catch::Message("unknown fruit 'kiwi'; valid: apple (aliases malus, pomme), pear, plum"));
+  const auto table = enum_names(Fruit::pear);  // found by argument-dependent lookup, as option tables find it
+  REQUIRE(table.what == "fruit");
+  REQUIRE(table.names.size() == kFruitNames.size());
+  REQUIRE(table.names.data() == kFruitNames.data());
 }

@@ -79,7 +79,7 @@ std::vector<Case> cases() {
       if (policy == PolicyLossType::gmpo && type == LossType::dapo) continue;  // gmpo needs a sequence mean
       auto o = base(type);
       o.policy.type = policy;
-      out.push_back({name + " / " + std::string(grpo::policy_loss_type_name(policy)), o});
+      out.push_back({name + " / " + std::string(grpo::to_string(policy)), o});
     }
     auto gspo_token = base(type);
     gspo_token.policy.importance_level = grpo::ImportanceLevel::sequence_token;

@@ -280,8 +280,8 @@ void require_throws_containing(Fn&& f, std::initializer_list<std::string> parts)
 }
 
 std::string describe(const PolicyLossOptions& o) {
-  return std::string(grpo::policy_loss_type_name(o.type)) + " @ " +
-         std::string(grpo::importance_level_name(o.importance_level));
+  return std::string(grpo::to_string(o.type)) + " @ " +
+         std::string(grpo::to_string(o.importance_level));
 }
 
 torch::Tensor sum_loss(const Batch& b, const PolicyLossOptions& o, const torch::Tensor& lp) {
@@ -638,7 +638,7 @@ TEST_CASE("gradients of Σ per_token_loss match finite differences (float64)", "
 TEST_CASE("log_importance_weight is the weight the surrogate uses, with its gradient", "[loss][policy_loss]") {
   const auto b = random_batch(40, false);
   for (auto level : {ImportanceLevel::token, ImportanceLevel::sequence, ImportanceLevel::sequence_token}) {
-    INFO(grpo::importance_level_name(level));
+    INFO(grpo::to_string(level));
     const auto o = with_type(PolicyLossType::ppo_clip, level);
     auto f = [&](const torch::Tensor& lp) {
       return grpo::log_importance_weight(lp, b.old_t(), b.mask_t(), level, o.effective_log_ratio_bounds());
@@ -829,7 +829,7 @@ TEST_CASE("validate rejects bad options, naming the option", "[loss][policy_loss
     o.type = type;
     o.epsilon_low = 0;
     if (type != PolicyLossType::cispo) o.epsilon_high = 0;
-    INFO("type " << grpo::policy_loss_type_name(type));
+    INFO("type " << grpo::to_string(type));
     REQUIRE_NOTHROW(o.validate());
   }
   const auto b = hand_batch();
@@ -869,11 +869,11 @@ TEST_CASE("policy-loss and importance-level names parse, and unknown names list 
   const PolicyLossType types[] = {PolicyLossType::ppo_clip, PolicyLossType::cispo,   PolicyLossType::cispo_two_sided,
                                   PolicyLossType::sapo,     PolicyLossType::vespo,   PolicyLossType::gpg,
                                   PolicyLossType::gmpo,     PolicyLossType::clip_cov, PolicyLossType::kl_cov};
-  for (auto type : types) REQUIRE(grpo::parse_policy_loss_type(grpo::policy_loss_type_name(type)) == type);
+  for (auto type : types) REQUIRE(grpo::parse_policy_loss_type(grpo::to_string(type)) == type);
   REQUIRE(grpo::parse_policy_loss_type("vanilla") == PolicyLossType::ppo_clip);
   REQUIRE(grpo::parse_policy_loss_type("geo_mean") == PolicyLossType::gmpo);
   std::vector<std::string> all_names = {"'gspo'"};
-  for (auto type : types) all_names.emplace_back(grpo::policy_loss_type_name(type));
+  for (auto type : types) all_names.emplace_back(grpo::to_string(type));
   try {
     grpo::parse_policy_loss_type("gspo");
     FAIL("no exception thrown");
@@ -881,7 +881,7 @@ TEST_CASE("policy-loss and importance-level names parse, and unknown names list 
     for (const auto& name : all_names) REQUIRE(std::string(e.what()).find(name) != std::string::npos);
   }
   for (auto level : {ImportanceLevel::token, ImportanceLevel::sequence, ImportanceLevel::sequence_token})
-    REQUIRE(grpo::parse_importance_level(grpo::importance_level_name(level)) == level);
+    REQUIRE(grpo::parse_importance_level(grpo::to_string(level)) == level);
   require_throws_containing<grpo::ConfigError>([] { grpo::parse_importance_level("seq"); },
                                                {"'seq'", "token", "sequence", "sequence_token"});
 }

@@ -70,8 +70,8 @@ TEST_CASE("FusedGrpoLoss matches GrpoLoss on every accepted option [parity]") {
               o.mask_truncated_completions = truncated;
               const std::string combo =
                   fmt::format("loss_type {}, policy {}, level {}, kl {}, truncated {}, bounds {}",
-                              grpo::to_string(loss_type), grpo::policy_loss_type_name(policy),
-                              grpo::importance_level_name(level), kl ? std::string(grpo::to_string(*kl)) : "none",
+                              grpo::to_string(loss_type), grpo::to_string(policy),
+                              grpo::to_string(level), kl ? std::string(grpo::to_string(*kl)) : "none",
                               truncated, bound ? fmt::format("[{}, {}]", bound->low, bound->high) : "unset");
               INFO(combo);
               bool valid = true;

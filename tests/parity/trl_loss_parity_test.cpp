@@ -204,7 +204,7 @@ TEST_CASE("TRL parity: cispo loss type [parity]") {
     for (const auto level : {ImportanceLevel::token, ImportanceLevel::sequence}) {
       for (const auto& v : variants(false, false)) {
         for (const auto& b : batches) {
-          INFO("loss_type cispo, epsilon_high " << cap << ", level " << grpo::importance_level_name(level)
+          INFO("loss_type cispo, epsilon_high " << cap << ", level " << grpo::to_string(level)
                                                 << ", bounds unset");
           GrpoLossOptions o;
           o.loss_type = LossType::cispo;
@@ -212,7 +212,7 @@ TEST_CASE("TRL parity: cispo loss type [parity]") {
           o.policy.importance_level = level;
           o.policy.epsilon_high = cap;
           parity::ref::TrlConfig c{.loss_type = "cispo",
-                                   .importance_sampling_level = std::string(grpo::importance_level_name(level)),
+                                   .importance_sampling_level = std::string(grpo::to_string(level)),
                                    .epsilon_high = cap};
           run_trl(o, c, v, b);
         }
@@ -227,14 +227,14 @@ TEST_CASE("TRL parity: sapo loss type with bounds none [parity]") {
   for (const auto level : {ImportanceLevel::token, ImportanceLevel::sequence}) {
     for (const auto& v : variants(false, false)) {
       for (const auto& b : batches) {
-        INFO("loss_type sapo, tau 1.0/1.05, level " << grpo::importance_level_name(level) << ", bounds none()");
+        INFO("loss_type sapo, tau 1.0/1.05, level " << grpo::to_string(level) << ", bounds none()");
         GrpoLossOptions o;
         o.loss_type = LossType::sapo;
         o.policy.type = PolicyLossType::sapo;
         o.policy.importance_level = level;
         o.policy.log_ratio_bounds = LogRatioBounds::none();
         parity::ref::TrlConfig c{.loss_type = "sapo",
-                                 .importance_sampling_level = std::string(grpo::importance_level_name(level))};
+                                 .importance_sampling_level = std::string(grpo::to_string(level))};
         run_trl(o, c, v, b);
       }
     }

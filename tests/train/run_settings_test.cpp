@@ -173,3 +173,21 @@ TEST_CASE("Run settings: errors name the flag, or the file:line and key, at faul
   std::ofstream(dir / "negated.yaml") << "no_tensorboard: true\n";
   CHECK_THAT(error_of({"--config", (dir / "negated.yaml").string()}), Catch::Contains("write 'tensorboard: false'"));
 }
+
+TEST_CASE("enum_option: any spelling of a GRPO_ENUM_NAMES enum is accepted, the canonical name is written, and an "
+          "unknown one is an error naming the flag and the valid names",
+          "[train][config]") {
+  LossType type = LossType::dapo;
+  train::OptionTable table;
+  table.add(train::enum_option("loss_type", type, "how the loss is aggregated"));
+  CHECK(table.options().at(0).yaml() == "\"dapo\"");
+  const std::vector<std::string> alias = {"--loss-type", "seq-mean-token-mean"};  // verl's spelling
+  table.apply(table.parse_command_line(alias).given);
+  CHECK(type == LossType::seq_mean_token_mean);
+  CHECK(table.options().at(0).yaml() == "\"seq_mean_token_mean\"");
+  const std::vector<std::string> unknown = {"--loss-type", "token_sum"};
+  CHECK_THROWS_WITH(table.apply(table.parse_command_line(unknown).given),
+                    Catch::Contains("--loss-type") && Catch::Contains("unknown loss type 'token_sum'") &&
+                        Catch::Contains("token_mean (alias token-mean)"));
+  CHECK(type == LossType::seq_mean_token_mean);
+}

@@ -54,20 +54,11 @@ inline constexpr EnumNames<AdvantageEstimator, 8> kAdvantageEstimatorNames{{
     {AdvantageEstimator::pass_at_k, "pass_at_k"},
     {AdvantageEstimator::opo, "opo"},
 }};
-static_assert(names_are_unique(kAdvantageEstimatorNames));
 }  // namespace detail
 
-/// The estimator's name as written in configs and error messages ("grpo", "rloo", ...).
-inline std::string_view to_string(AdvantageEstimator value) {
-  return detail::enum_name(value, detail::kAdvantageEstimatorNames);
-}
-
-/// Parses a built-in estimator name ("grpo", "dr_grpo", "group_mean_batch_std", "rloo", "reinforce_pp_baseline",
-/// "gpg", "pass_at_k", "opo"); throws ConfigError naming the unknown name and listing the valid ones. For built-in
-/// or registered names use select_advantage_estimator (group_advantage.hpp).
-inline AdvantageEstimator parse_advantage_estimator(std::string_view name) {
-  return detail::parse_enum(name, detail::kAdvantageEstimatorNames, "advantage estimator");
-}
+/// The built-in estimators ("grpo", "dr_grpo", "group_mean_batch_std", "rloo", "reinforce_pp_baseline", "gpg",
+/// "pass_at_k", "opo"). For built-in or registered names use select_advantage_estimator (group_advantage.hpp).
+GRPO_ENUM_NAMES(AdvantageEstimator, detail::kAdvantageEstimatorNames, "advantage estimator", parse_advantage_estimator);
 
 /// An estimator: rewards [P, G] float64 on the CPU (NaN = no value; after reward_clip and the combination of several
 /// reward functions) and completion lengths [P, G] float64 (undefined unless the caller passed lengths) → advantages

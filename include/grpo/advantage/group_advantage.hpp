@@ -61,32 +61,19 @@ inline constexpr EnumNames<SingletonGroup, 3> kSingletonGroupNames{{
     {SingletonGroup::raw_reward, "raw_reward"},
     {SingletonGroup::error, "error"},
 }};
-static_assert(names_are_unique(kSingletonGroupNames));
 
 inline constexpr EnumNames<RewardAggregation, 2> kRewardAggregationNames{{
     {RewardAggregation::sum_then_normalize, "sum_then_normalize"},
     {RewardAggregation::normalize_then_sum, "normalize_then_sum"},
 }};
-static_assert(names_are_unique(kRewardAggregationNames));
 
 }  // namespace detail
 
-/// The option names as written in configs and error messages ("raw_reward", "normalize_then_sum", ...).
-inline std::string_view to_string(SingletonGroup value) {
-  return detail::enum_name(value, detail::kSingletonGroupNames);
-}
-inline std::string_view to_string(RewardAggregation value) {
-  return detail::enum_name(value, detail::kRewardAggregationNames);
-}
+/// "zero", "raw_reward" or "error".
+GRPO_ENUM_NAMES(SingletonGroup, detail::kSingletonGroupNames, "singleton group policy", parse_singleton_group);
 
-/// Parses "zero", "raw_reward" or "error"; throws ConfigError listing the valid names otherwise.
-inline SingletonGroup parse_singleton_group(std::string_view name) {
-  return detail::parse_enum(name, detail::kSingletonGroupNames, "singleton group policy");
-}
-/// Parses "sum_then_normalize" or "normalize_then_sum" (TRL's spelling); throws ConfigError otherwise.
-inline RewardAggregation parse_reward_aggregation(std::string_view name) {
-  return detail::parse_enum(name, detail::kRewardAggregationNames, "reward aggregation");
-}
+/// "sum_then_normalize" or "normalize_then_sum" (TRL's spelling).
+GRPO_ENUM_NAMES(RewardAggregation, detail::kRewardAggregationNames, "reward aggregation", parse_reward_aggregation);
 
 /// Options of GroupAdvantage. The defaults reproduce TRL's GRPOTrainer (group z-score, ε = 1e-4, a lone reward
 /// gets 0); advantage_preset() gives each published system's settings by name.

@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // Names of option enums as written in configs, logs and error messages. Each enum has one table listing every value
 // with its canonical name first and, after it, the other spellings accepted for it (another system's name for the
-// same thing: verl's "vanilla" for ppo_clip, OpenRLHF's "tis", verl's hyphenated "token-mean", ...). to_string and
-// every parse_* function are written on top of that one table, so the name printed, the names accepted and the list
-// in the error message cannot drift apart.
+// same thing: verl's "vanilla" for ppo_clip, OpenRLHF's "tis", verl's hyphenated "token-mean", ...).
+// GRPO_ENUM_NAMES(Enum, table, what[, parse_fn]) next to the table generates the enum's to_string, its parse function
+// and the enum_names hook option tables read, so the name printed, the names accepted and the list in the error
+// message cannot drift apart, and no enum repeats the pair by hand.
 #pragma once
 
 #include <grpo/core/error.hpp>
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <iterator>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -30,7 +33,7 @@ struct EnumName {
 template <typename EnumType, std::size_t N>
 using EnumNames = std::array<EnumName<EnumType>, N>;
 
-/// True when no spelling appears twice in the table (checked with static_assert next to each table).
+/// True when no spelling appears twice in the table (GRPO_ENUM_NAMES asserts it).
 template <typename EnumType, std::size_t N>
 constexpr bool names_are_unique(const EnumNames<EnumType, N>& table) {
   for (std::size_t i = 0; i < N; ++i) {
@@ -41,9 +44,10 @@ constexpr bool names_are_unique(const EnumNames<EnumType, N>& table) {
   return true;
 }
 
-/// The canonical name of `value`; "unknown" for a value missing from the table (an enum cast from an integer).
-template <typename EnumType, std::size_t N>
-constexpr std::string_view enum_name(EnumType value, const EnumNames<EnumType, N>& table) {
+/// The canonical name of `value` in `table` (an EnumNames or a span of EnumName); "unknown" for a value missing from
+/// the table (an enum cast from an integer).
+template <typename EnumType, typename TableType>
+constexpr std::string_view enum_name(EnumType value, const TableType& table) {
   for (const auto& entry : table) {
     if (entry.value == value) return entry.name;
   }
@@ -51,8 +55,9 @@ constexpr std::string_view enum_name(EnumType value, const EnumNames<EnumType, N
 }
 
 /// The value spelt `name` (canonical or alias; exact, case-sensitive match), or nullopt.
-template <typename EnumType, std::size_t N>
-constexpr std::optional<EnumType> find_enum(std::string_view name, const EnumNames<EnumType, N>& table) {
+template <typename TableType>
+constexpr auto find_enum(std::string_view name, const TableType& table)
+    -> std::optional<std::remove_cvref_t<decltype(std::begin(table)->value)>> {
   for (const auto& entry : table) {
     if (entry.name == name) return entry.value;
   }
@@ -93,10 +98,41 @@ template <typename RangeType>
 }
 
 /// The value spelt `name` in `table`; throws ConfigError naming `what`, the unknown name and every valid one.
-template <typename EnumType, std::size_t N>
-EnumType parse_enum(std::string_view name, const EnumNames<EnumType, N>& table, std::string_view what) {
+template <typename TableType>
+auto parse_enum(std::string_view name, const TableType& table, std::string_view what) {
   if (const auto value = find_enum(name, table)) return *value;
   throw_unknown_name(what, name, table);
 }
 
+/// An enum's name table and what its values are called in errors ("loss type"): what the `enum_names(value)` hook
+/// that GRPO_ENUM_NAMES declares returns, found by argument-dependent lookup (enum_option reads it).
+template <typename EnumType>
+struct EnumNameTable {
+  std::span<const EnumName<EnumType>> names;
+  std::string_view what;
+};
+
+/// True for an enum declared with GRPO_ENUM_NAMES.
+template <typename EnumType>
+concept NamedEnum = std::is_enum_v<EnumType> && requires(EnumType value) {
+  { enum_names(value) } -> std::same_as<EnumNameTable<EnumType>>;
+};
+
 }  // namespace grpo::detail
+
+/// Declares, in the enclosing namespace, what an enum's name table `table` (an EnumNames) gives it:
+///   std::string_view to_string(Enum)                the canonical name ("unknown" for a value not in the table);
+///   Enum parse_fn(std::string_view name)            only when parse_fn is given: the value spelt `name`, canonical
+///                                                   or alias; ConfigError "unknown <what> 'x'; valid: ..." otherwise;
+///   grpo::detail::EnumNameTable<Enum> enum_names(Enum)   the table and `what` (the option table's hook).
+/// It also asserts at compile time that no spelling appears twice. An enum whose parsing reads more than a name
+/// (KL estimators' '+' suffix) leaves parse_fn out and writes its parser on find_enum.
+#define GRPO_ENUM_NAMES(Enum, table, what, ...)                                                          \
+  [[nodiscard]] constexpr std::string_view to_string(Enum value) {                                       \
+    return ::grpo::detail::enum_name(value, table);                                                      \
+  }                                                                                                      \
+  [[nodiscard]] constexpr ::grpo::detail::EnumNameTable<Enum> enum_names(Enum) { return {table, what}; } \
+  __VA_OPT__(inline Enum __VA_ARGS__(std::string_view name) {                                            \
+    return ::grpo::detail::parse_enum(name, table, what);                                                \
+  })                                                                                                     \
+  static_assert(::grpo::detail::names_are_unique(table), "a name appears twice in " #table)

@@ -52,13 +52,10 @@ inline constexpr ::grpo::detail::EnumNames<DatasetFormat, 5> kDatasetFormatNames
     {DatasetFormat::gsm8k, "gsm8k"},
     {DatasetFormat::fields, "fields"},
 }};
-static_assert(::grpo::detail::names_are_unique(kDatasetFormatNames));
 }  // namespace detail
 
-/// The format called `name` ("detect", "roll", "trl", "gsm8k", "fields"); ConfigError listing them otherwise.
-inline DatasetFormat parse_dataset_format(std::string_view name) {
-  return ::grpo::detail::parse_enum(name, detail::kDatasetFormatNames, "dataset format");
-}
+/// "detect", "roll", "trl", "gsm8k" or "fields".
+GRPO_ENUM_NAMES(DatasetFormat, detail::kDatasetFormatNames, "dataset format", parse_dataset_format);
 
 /// The kind of a ROLL domain (the row's `tag`), which decides the fields a row of that domain must carry.
 enum class DomainKind {
@@ -75,18 +72,10 @@ inline constexpr ::grpo::detail::EnumNames<DomainKind, 3> kDomainKindNames{{
     {DomainKind::code, "code"},
     {DomainKind::general, "general"},
 }};
-static_assert(::grpo::detail::names_are_unique(kDomainKindNames));
 }  // namespace detail
 
-/// The domain kind called `name` ("math", "code", "general"); ConfigError listing them otherwise.
-inline DomainKind parse_domain_kind(std::string_view name) {
-  return ::grpo::detail::parse_enum(name, detail::kDomainKindNames, "domain kind");
-}
-
-/// The name of a domain kind ("math", "code", "general").
-constexpr std::string_view to_string(DomainKind kind) {
-  return ::grpo::detail::enum_name(kind, detail::kDomainKindNames);
-}
+/// "math", "code" or "general".
+GRPO_ENUM_NAMES(DomainKind, detail::kDomainKindNames, "domain kind", parse_domain_kind);
 
 /// One domain of multi-domain ROLL data: the rows it claims and the fields they need.
 struct DatasetDomain {
@@ -108,6 +97,16 @@ enum class BadRowPolicy {
   stop,  ///< throw grpo::ParseError naming file:line and the field
   skip,  ///< leave the row out and count it (Dataset::skipped_rows, Dataset::skip_reasons)
 };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<BadRowPolicy, 2> kBadRowPolicyNames{{
+    {BadRowPolicy::stop, "stop"},
+    {BadRowPolicy::skip, "skip"},
+}};
+}  // namespace detail
+
+/// "stop" or "skip".
+GRPO_ENUM_NAMES(BadRowPolicy, detail::kBadRowPolicyNames, "bad-row policy");
 
 struct DatasetOptions {
   DatasetFormat format = DatasetFormat::detect;

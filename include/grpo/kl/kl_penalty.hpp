@@ -54,13 +54,10 @@ inline constexpr EnumNames<KlEstimator, 7> kKlEstimatorNames{{
     {KlEstimator::k3, "k3"},
     {KlEstimator::low_var_kl, "low_var_kl"},
 }};
-static_assert(names_are_unique(kKlEstimatorNames));
 }  // namespace detail
 
-/// Name of an estimator as spelt by this library ("k1", "abs", "k2", "k3", "low_var_kl").
-inline std::string_view to_string(KlEstimator estimator) {
-  return detail::enum_name(estimator, detail::kKlEstimatorNames);
-}
+/// "k1", "abs", "k2", "k3", "low_var_kl" (aliases "kl", "mse"); parsed with verl's '+' by parse_kl_estimator.
+GRPO_ENUM_NAMES(KlEstimator, detail::kKlEstimatorNames, "KL estimator");
 
 /// Parses a KL estimator name as TRL, verl, OpenRLHF and ROLL spell them: "k1"/"kl", "abs", "k2"/"mse", "k3",
 /// "low_var_kl", each optionally followed by "+" (straight-through, verl). "k3" means TRL's unclamped k3 (see

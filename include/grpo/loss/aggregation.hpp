@@ -152,17 +152,11 @@ inline constexpr EnumNames<LossType, 16> kLossTypeNames{{
     {LossType::seq_mean_token_sum_norm, "seq_mean_token_sum_norm"},
     {LossType::seq_mean_token_sum_norm, "seq-mean-token-sum-norm"},
 }};
-static_assert(names_are_unique(kLossTypeNames));
 }  // namespace detail
 
-/// Name as this library spells it (TRL's names; verl's modes with underscores).
-inline std::string_view to_string(LossType type) { return detail::enum_name(type, detail::kLossTypeNames); }
-
-/// Parses TRL's loss_type names and verl's loss_agg_mode names (as verl writes them, "seq-mean-token-mean", or with
-/// underscores). Throws ConfigError naming the value and the accepted names.
-inline LossType parse_loss_type(std::string_view name) {
-  return detail::parse_enum(name, detail::kLossTypeNames, "loss type");
-}
+/// TRL's loss_type names and verl's loss_agg_mode names (as verl writes them, "seq-mean-token-mean", or with
+/// underscores).
+GRPO_ENUM_NAMES(LossType, detail::kLossTypeNames, "loss type", parse_loss_type);
 
 /// The shape and the normaliser kind of a loss type (table above).
 struct AggregationRule {

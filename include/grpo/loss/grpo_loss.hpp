@@ -49,17 +49,10 @@ inline constexpr EnumNames<EntropyAggregation, 2> kEntropyAggregationNames{{
     {EntropyAggregation::token_mean, "token_mean"},
     {EntropyAggregation::like_loss, "like_loss"},
 }};
-static_assert(names_are_unique(kEntropyAggregationNames));
 }  // namespace detail
 
 /// "token_mean" or "like_loss".
-inline std::string_view to_string(EntropyAggregation value) {
-  return detail::enum_name(value, detail::kEntropyAggregationNames);
-}
-/// Parses "token_mean" or "like_loss"; throws ConfigError listing them otherwise.
-inline EntropyAggregation parse_entropy_aggregation(std::string_view name) {
-  return detail::parse_enum(name, detail::kEntropyAggregationNames, "entropy aggregation");
-}
+GRPO_ENUM_NAMES(EntropyAggregation, detail::kEntropyAggregationNames, "entropy aggregation", parse_entropy_aggregation);
 
 /// Which code computes GrpoLoss (GrpoLossOptions::implementation).
 enum class LossImplementation {
@@ -77,17 +70,10 @@ inline constexpr EnumNames<LossImplementation, 2> kLossImplementationNames{{
     {LossImplementation::automatic, "automatic"},
     {LossImplementation::generic, "generic"},
 }};
-static_assert(names_are_unique(kLossImplementationNames));
 }  // namespace detail
 
 /// "automatic" or "generic".
-inline std::string_view to_string(LossImplementation value) {
-  return detail::enum_name(value, detail::kLossImplementationNames);
-}
-/// Parses "automatic" or "generic"; throws ConfigError listing them otherwise.
-inline LossImplementation parse_loss_implementation(std::string_view name) {
-  return detail::parse_enum(name, detail::kLossImplementationNames, "loss implementation");
-}
+GRPO_ENUM_NAMES(LossImplementation, detail::kLossImplementationNames, "loss implementation", parse_loss_implementation);
 
 /// Options of GrpoLoss. Defaults are TRL's GRPOConfig where TRL has the option (loss_type dapo, β = 0, ε = 0.2,
 /// token-level IS, no entropy bonus or masks); see recipes.hpp for the published configurations.
@@ -151,7 +137,7 @@ struct GrpoLossOptions {
     sampler_correction.validate();
     validate_rollout_rejection(rollout_rejection, "GrpoLossOptions.rollout_rejection");
     const auto type = to_string(loss_type);
-    const auto policy_type = policy_loss_type_name(policy.type);
+    const auto policy_type = to_string(policy.type);
     GRPO_CHECK_CONFIG(beta >= 0.0 && std::isfinite(beta), "GrpoLossOptions.beta must be finite and >= 0, got {}", beta);
     GRPO_CHECK_CONFIG(std::isfinite(entropy_coef), "GrpoLossOptions.entropy_coef must be finite, got {}", entropy_coef);
     GRPO_CHECK_CONFIG(top_entropy_quantile > 0.0 && top_entropy_quantile <= 1.0,

@@ -49,24 +49,16 @@ inline constexpr EnumNames<SamplerCorrectionMode, 9> kSamplerCorrectionModeNames
     {SamplerCorrectionMode::sequence_geometric_mask, "sequence_geometric_mask"},
     {SamplerCorrectionMode::sequence_geometric_mask, "seq-mask-tis"},
 }};
-static_assert(names_are_unique(kSamplerCorrectionModeNames));
 }  // namespace detail
+
+/// TRL's vllm_importance_sampling_mode names, OpenRLHF's ("tis", "icepop", "seq-mask-tis") and "none".
+GRPO_ENUM_NAMES(SamplerCorrectionMode, detail::kSamplerCorrectionModeNames, "sampler correction mode",
+                parse_sampler_correction_mode);
 
 /// True for the modes whose weight is one value per sequence (sequence_truncate, sequence_mask); false for the
 /// token modes and for sequence_geometric_mask, whose kept rows carry per-token ratios.
 inline bool sampler_correction_is_per_sequence(SamplerCorrectionMode mode) {
   return mode == SamplerCorrectionMode::sequence_truncate || mode == SamplerCorrectionMode::sequence_mask;
-}
-
-/// Name as this library spells it (TRL's names where TRL has the mode).
-inline std::string_view to_string(SamplerCorrectionMode mode) {
-  return detail::enum_name(mode, detail::kSamplerCorrectionModeNames);
-}
-
-/// Parses TRL's vllm_importance_sampling_mode names, OpenRLHF's ("tis", "icepop", "seq-mask-tis") and "none".
-/// Throws ConfigError naming the value and the accepted names.
-inline SamplerCorrectionMode parse_sampler_correction_mode(std::string_view name) {
-  return detail::parse_enum(name, detail::kSamplerCorrectionModeNames, "sampler correction mode");
 }
 
 /// Options of sampler_correction_weights. Defaults are TRL's (cap 3, no lower bound); OpenRLHF uses

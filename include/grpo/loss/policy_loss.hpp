@@ -69,36 +69,19 @@ inline constexpr EnumNames<PolicyLossType, 11> kPolicyLossTypeNames{{
     {PolicyLossType::clip_cov, "clip_cov"},
     {PolicyLossType::kl_cov, "kl_cov"},
 }};
-static_assert(names_are_unique(kPolicyLossTypeNames));
 
 inline constexpr EnumNames<ImportanceLevel, 3> kImportanceLevelNames{{
     {ImportanceLevel::token, "token"},
     {ImportanceLevel::sequence, "sequence"},
     {ImportanceLevel::sequence_token, "sequence_token"},
 }};
-static_assert(names_are_unique(kImportanceLevelNames));
 }  // namespace detail
 
-/// The canonical name of a policy-loss type ("ppo_clip", "cispo", ...), as parse_policy_loss_type accepts.
-inline std::string_view policy_loss_type_name(PolicyLossType type) {
-  return detail::enum_name(type, detail::kPolicyLossTypeNames);
-}
+/// "ppo_clip", "cispo", ...; verl's aliases `vanilla` (= ppo_clip) and `geo_mean` (= gmpo) parse too.
+GRPO_ENUM_NAMES(PolicyLossType, detail::kPolicyLossTypeNames, "policy loss type", parse_policy_loss_type);
 
-/// The canonical name of an importance level ("token", "sequence", "sequence_token").
-inline std::string_view importance_level_name(ImportanceLevel level) {
-  return detail::enum_name(level, detail::kImportanceLevelNames);
-}
-
-/// Parses a policy-loss name. Accepts the canonical names and verl's aliases `vanilla` (= ppo_clip) and
-/// `geo_mean` (= gmpo). Throws ConfigError listing the valid names.
-inline PolicyLossType parse_policy_loss_type(std::string_view name) {
-  return detail::parse_enum(name, detail::kPolicyLossTypeNames, "policy loss type");
-}
-
-/// Parses an importance level: "token", "sequence" or "sequence_token". Throws ConfigError listing them.
-inline ImportanceLevel parse_importance_level(std::string_view name) {
-  return detail::parse_enum(name, detail::kImportanceLevelNames, "importance level");
-}
+/// "token", "sequence" or "sequence_token".
+GRPO_ENUM_NAMES(ImportanceLevel, detail::kImportanceLevelNames, "importance level", parse_importance_level);
 
 /// Bounds [low, high] on a log importance weight before exp (±inf: that side unbounded).
 struct LogRatioBounds {
@@ -190,8 +173,8 @@ struct PolicyLossOptions {
 
   /// Throws ConfigError naming the offending option and value.
   void validate() const {
-    const auto type_name = policy_loss_type_name(type);
-    const auto level_name = importance_level_name(importance_level);
+    const auto type_name = to_string(type);
+    const auto level_name = to_string(importance_level);
     // Written as !(x >= 0) so that NaN fails too.
     GRPO_CHECK_CONFIG(epsilon_low >= 0 && std::isfinite(epsilon_low),
                       "PolicyLossOptions.epsilon_low must be finite and >= 0, got {}", epsilon_low);

@@ -58,7 +58,6 @@ inline constexpr EnumNames<RolloutStatistic, 11> kRolloutStatisticNames{{
     {RolloutStatistic::seq_max_k2, "seq_max_k2"},
     {RolloutStatistic::seq_max_k3, "seq_max_k3"},
 }};
-static_assert(names_are_unique(kRolloutStatisticNames));
 
 inline bool is_k1(RolloutStatistic s) {
   return s == RolloutStatistic::token_k1 || s == RolloutStatistic::seq_sum_k1 || s == RolloutStatistic::seq_mean_k1;
@@ -95,8 +94,8 @@ inline std::vector<std::string> comma_parts(std::string_view text) {
 }
 }  // namespace detail
 
-/// verl's option name of a statistic ("token_k1", ...).
-inline std::string_view to_string(RolloutStatistic s) { return detail::enum_name(s, detail::kRolloutStatisticNames); }
+/// verl's option names ("token_k1", ...); a rejection option is parsed with its thresholds (parse_rollout_rejection).
+GRPO_ENUM_NAMES(RolloutStatistic, detail::kRolloutStatisticNames, "rollout statistic");
 
 /// One criterion: k1 statistics keep log(lower) ≤ stat ≤ log(upper) (lower, upper > 0 are ratio bounds; verl accepts
 /// lower > upper, which rejects everything, and +inf for no bound); k2 and k3 keep stat ≤ upper (lower unused).

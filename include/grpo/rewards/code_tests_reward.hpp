@@ -26,6 +26,7 @@
 // pass/fail + 0.1·rate (open-r1 `cf_code` weighted_sum).
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/io/code_tests.hpp>
 #include <grpo/rewards/reward_function.hpp>
 #include <grpo/sandbox/sandbox.hpp>
@@ -46,12 +47,34 @@ enum class CodeScoring {
   weighted,        ///< all-or-nothing + 0.1·passed/total (open-r1 `cf_code` weighted_sum, Codeforces style)
 };
 
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<CodeScoring, 3> kCodeScoringNames{{
+    {CodeScoring::pass_rate, "pass_rate"},
+    {CodeScoring::all_or_nothing, "all_or_nothing"},
+    {CodeScoring::weighted, "weighted"},
+}};
+}  // namespace detail
+
+/// "pass_rate", "all_or_nothing" or "weighted".
+GRPO_ENUM_NAMES(CodeScoring, detail::kCodeScoringNames, "code scoring");
+
 enum class OutputComparison {
   exact,       ///< byte-for-byte
   whitespace,  ///< per line: leading/trailing whitespace dropped, inner runs of whitespace as one space; blank lines
                ///< at the start and end ignored (open-r1 and ROLL compare stripped lines)
   float_tolerance,  ///< whitespace-separated tokens; numeric tokens equal within the tolerance, others exactly
 };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<OutputComparison, 3> kOutputComparisonNames{{
+    {OutputComparison::exact, "exact"},
+    {OutputComparison::whitespace, "whitespace"},
+    {OutputComparison::float_tolerance, "float"},
+}};
+}  // namespace detail
+
+/// "exact", "whitespace" or "float" (float_tolerance).
+GRPO_ENUM_NAMES(OutputComparison, detail::kOutputComparisonNames, "output comparison");
 
 using io::CodeTestCase;
 using io::CodeTests;

@@ -48,18 +48,11 @@ inline constexpr grpo::detail::EnumNames<DomainNormalisation, 3> kDomainNormalis
     {DomainNormalisation::mean, "mean"},
     {DomainNormalisation::mean_std, "mean_std"},
 }};
-static_assert(grpo::detail::names_are_unique(kDomainNormalisationNames));
 }  // namespace detail
 
 /// "none", "mean" or "mean_std".
-inline std::string_view to_string(DomainNormalisation value) {
-  return grpo::detail::enum_name(value, detail::kDomainNormalisationNames);
-}
-
-/// Parses "none", "mean" or "mean_std"; throws ConfigError naming the unknown name and listing the valid ones.
-inline DomainNormalisation parse_domain_normalisation(std::string_view name) {
-  return grpo::detail::parse_enum(name, detail::kDomainNormalisationNames, "domain normalisation");
-}
+GRPO_ENUM_NAMES(DomainNormalisation, detail::kDomainNormalisationNames, "domain normalisation",
+                parse_domain_normalisation);
 
 /// The ε added to the std by DomainNormalisation::mean_std (ROLL reward_norm).
 inline constexpr double kDomainNormalisationEps = 1e-6;

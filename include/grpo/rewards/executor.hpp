@@ -14,6 +14,7 @@
 // A value that arrives after its budget is discarded in every mode, so serial and threaded scoring agree.
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/rewards/reward_function.hpp>
 
 #include <chrono>
@@ -32,11 +33,31 @@ enum class BudgetFallback {
   zero,      ///< 0.0: counted as a wrong answer
 };
 
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<BudgetFallback, 2> kBudgetFallbackNames{{
+    {BudgetFallback::no_value, "none"},
+    {BudgetFallback::zero, "zero"},
+}};
+}  // namespace detail
+
+/// "none" (no_value) or "zero", as the executor config writes them.
+GRPO_ENUM_NAMES(BudgetFallback, detail::kBudgetFallbackNames, "budget fallback");
+
 /// What happens when a reward throws while scoring.
 enum class ErrorPolicy {
   no_value,  ///< the affected completions get no value and are counted in frac_error (default)
   rethrow,   ///< the exception propagates out of RewardExecutor::score
 };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<ErrorPolicy, 2> kErrorPolicyNames{{
+    {ErrorPolicy::no_value, "none"},
+    {ErrorPolicy::rethrow, "rethrow"},
+}};
+}  // namespace detail
+
+/// "none" (no_value) or "rethrow", as the executor config writes them.
+GRPO_ENUM_NAMES(ErrorPolicy, detail::kErrorPolicyNames, "error policy");
 
 struct RewardExecutorOptions {
   /// Worker threads. 0 scores in the calling thread: the budget is then only cooperative (a value that arrives late

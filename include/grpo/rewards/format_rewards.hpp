@@ -7,6 +7,7 @@
 // invalid UTF-8). Whitespace (`\s`) is ASCII whitespace; `\d` is an ASCII digit.
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/rewards/reward_function.hpp>
 
 #include <cstddef>
@@ -25,6 +26,16 @@ enum class FormatStyle {
   /// follow "</answer>" on a later line (reproduced as written).
   open_r1,
 };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<FormatStyle, 2> kFormatStyleNames{{
+    {FormatStyle::r1_zero, "r1_zero"},
+    {FormatStyle::open_r1, "open_r1"},
+}};
+}  // namespace detail
+
+/// "r1_zero" or "open_r1".
+GRPO_ENUM_NAMES(FormatStyle, detail::kFormatStyleNames, "format style");
 
 /// True when `text` matches the format `style` (see FormatStyle).
 bool matches_format(std::string_view text, FormatStyle style);
@@ -67,6 +78,16 @@ enum class StepLineAnchor {
   /// counts at most its first item, and only when the completion starts with it. Reproduces open-r1 exactly.
   string_start,
 };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<StepLineAnchor, 2> kStepLineAnchorNames{{
+    {StepLineAnchor::every_line, "every_line"},
+    {StepLineAnchor::string_start, "string_start"},
+}};
+}  // namespace detail
+
+/// "every_line" or "string_start".
+GRPO_ENUM_NAMES(StepLineAnchor, detail::kStepLineAnchorNames, "step line anchor");
 
 /// Counts the non-overlapping, leftmost matches of open-r1's
 /// `(Step \d+:|^\d+\.|\n-|\n\*|First,|Second,|Next,|Finally,)` (Python re.findall), with `^` as `anchor` says.

@@ -5,6 +5,7 @@
 // openrlhf/trainer/ppo_utils.
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/rewards/accuracy_reward.hpp>
 #include <grpo/rewards/reward_function.hpp>
 
@@ -19,6 +20,16 @@ enum class LengthUnit {
   chars,   ///< Unicode code points of the text (Python len(str)); open-r1
   tokens,  ///< number of token ids; TRL, DAPO
 };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<LengthUnit, 2> kLengthUnitNames{{
+    {LengthUnit::chars, "chars"},
+    {LengthUnit::tokens, "tokens"},
+}};
+}  // namespace detail
+
+/// "chars" or "tokens".
+GRPO_ENUM_NAMES(LengthUnit, detail::kLengthUnitNames, "length unit");
 
 /// The completion's length in `unit`. Invalid UTF-8 bytes count one character each (continuation bytes none).
 std::size_t completion_length(const Completion& completion, LengthUnit unit);

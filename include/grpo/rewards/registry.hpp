@@ -5,6 +5,7 @@
 // option.
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/io/json_fields.hpp>
 #include <grpo/rewards/reward_function.hpp>
 
@@ -51,6 +52,14 @@ class RewardOptions {
   std::string text(std::string_view key, std::string fallback) const;
   /// A string that must be one of `allowed`; the error lists them.
   std::string choice(std::string_view key, std::string fallback, std::initializer_list<std::string_view> allowed) const;
+  /// An enum option, written by any of its names (GRPO_ENUM_NAMES); `fallback` when absent. The error lists the names.
+  template <::grpo::detail::NamedEnum EnumType>
+  EnumType choice(std::string_view key, EnumType fallback) const {
+    const std::string name = text(key, std::string(to_string(fallback)));
+    const auto table = enum_names(fallback);
+    if (const auto value = ::grpo::detail::find_enum(name, table.names)) return *value;
+    throw_not_one_of(key, name, ::grpo::detail::joined_names(table.names));
+  }
   /// A string or a list of strings (a single string becomes a list of one).
   std::vector<std::string> text_list(std::string_view key, std::vector<std::string> fallback) const;
   /// A nested object's JSON text, or nullopt when absent.
@@ -63,6 +72,8 @@ class RewardOptions {
 
  private:
   const OptionValue* lookup(std::string_view key) const;
+  /// ConfigError "option '<key>' must be one of <valid>, got "<got>"".
+  [[noreturn]] static void throw_not_one_of(std::string_view key, std::string_view got, const std::string& valid);
 
   std::string reward_name_;
   std::map<std::string, OptionValue, std::less<>> values_;

@@ -4,6 +4,7 @@
 // in [max_penalty, 0].
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/rewards/reward_function.hpp>
 
 #include <cstddef>
@@ -19,6 +20,16 @@ enum class RepetitionUnit {
   words,   ///< open-r1: text.lower().split() (ASCII lowercasing, Python's whitespace set including Unicode spaces)
   tokens,  ///< TRL: the completion's token ids
 };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<RepetitionUnit, 2> kRepetitionUnitNames{{
+    {RepetitionUnit::words, "words"},
+    {RepetitionUnit::tokens, "tokens"},
+}};
+}  // namespace detail
+
+/// "words" or "tokens".
+GRPO_ENUM_NAMES(RepetitionUnit, detail::kRepetitionUnitNames, "repetition unit");
 
 struct RepetitionOptions {
   std::size_t ngram_size = 3;   ///< n (open-r1 and TRL default 3)

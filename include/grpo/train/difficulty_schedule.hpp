@@ -34,13 +34,11 @@ inline constexpr ::grpo::detail::EnumNames<DifficultyScheduleKind, 3> kDifficult
     {DifficultyScheduleKind::linear, "linear"},
     {DifficultyScheduleKind::staged, "staged"},
 }};
-static_assert(::grpo::detail::names_are_unique(kDifficultyScheduleNames));
 }  // namespace detail
 
-/// "none", "linear" or "staged"; ConfigError listing them otherwise.
-inline DifficultyScheduleKind parse_difficulty_schedule(std::string_view name) {
-  return ::grpo::detail::parse_enum(name, detail::kDifficultyScheduleNames, "difficulty schedule");
-}
+/// "none", "linear" or "staged".
+GRPO_ENUM_NAMES(DifficultyScheduleKind, detail::kDifficultyScheduleNames, "difficulty schedule",
+                parse_difficulty_schedule);
 
 /// A closed range of difficulties.
 struct DifficultyRange {

@@ -43,13 +43,11 @@ inline constexpr ::grpo::detail::EnumNames<DynamicSamplingCap, 2> kDynamicSampli
     {DynamicSamplingCap::train, "train"},
     {DynamicSamplingCap::skip, "skip"},
 }};
-static_assert(::grpo::detail::names_are_unique(kDynamicSamplingCapNames));
 }  // namespace detail
 
-/// "train" or "skip"; ConfigError listing them otherwise.
-inline DynamicSamplingCap parse_dynamic_sampling_cap(std::string_view name) {
-  return ::grpo::detail::parse_enum(name, detail::kDynamicSamplingCapNames, "dynamic sampling cap behaviour");
-}
+/// "train" or "skip".
+GRPO_ENUM_NAMES(DynamicSamplingCap, detail::kDynamicSamplingCapNames, "dynamic sampling cap behaviour",
+                parse_dynamic_sampling_cap);
 
 struct DynamicSamplingOptions {
   std::int64_t target_groups = 1;  ///< P: informative groups one step trains on

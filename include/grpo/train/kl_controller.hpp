@@ -30,13 +30,10 @@ inline constexpr ::grpo::detail::EnumNames<KlControl, 2> kKlControlNames{{
     {KlControl::fixed, "fixed"},
     {KlControl::adaptive, "adaptive"},
 }};
-static_assert(::grpo::detail::names_are_unique(kKlControlNames));
 }  // namespace detail
 
-/// "fixed" or "adaptive"; ConfigError listing them otherwise.
-inline KlControl parse_kl_control(std::string_view name) {
-  return ::grpo::detail::parse_enum(name, detail::kKlControlNames, "KL controller");
-}
+/// "fixed" or "adaptive".
+GRPO_ENUM_NAMES(KlControl, detail::kKlControlNames, "KL controller", parse_kl_control);
 
 /// How a KL coefficient β moves over a run; β itself is owned by what it weighs: GrpoLossOptions::beta for the loss's
 /// KL term (GrpoTrainerOptions::kl), KlInRewardOptions::beta for the KL in the reward.

@@ -27,12 +27,10 @@ inline constexpr ::grpo::detail::EnumNames<LrDecay, 3> kLrDecayNames = {{
     {LrDecay::linear, "linear"},
     {LrDecay::cosine, "cosine"},
 }};
-static_assert(::grpo::detail::names_are_unique(kLrDecayNames));
 }  // namespace detail
 
-inline LrDecay parse_lr_decay(std::string_view name) {
-  return ::grpo::detail::parse_enum(name, detail::kLrDecayNames, "learning-rate decay");
-}
+/// "constant", "linear" or "cosine".
+GRPO_ENUM_NAMES(LrDecay, detail::kLrDecayNames, "learning-rate decay", parse_lr_decay);
 
 struct LrScheduleOptions {
   double base_lr = 1e-6;

@@ -48,16 +48,10 @@ inline constexpr ::grpo::detail::EnumNames<OptimizerPrecision, 2> kOptimizerPrec
     {OptimizerPrecision::fp32_master, "fp32_master"},
     {OptimizerPrecision::compensated, "compensated"},
 }};
-static_assert(::grpo::detail::names_are_unique(kOptimizerPrecisionNames));
 }  // namespace detail
 
-inline std::string_view to_string(OptimizerPrecision precision) {
-  return ::grpo::detail::enum_name(precision, detail::kOptimizerPrecisionNames);
-}
-/// Throws ConfigError listing the accepted names.
-inline OptimizerPrecision parse_optimizer_precision(std::string_view name) {
-  return ::grpo::detail::parse_enum(name, detail::kOptimizerPrecisionNames, "optimizer precision");
-}
+/// "fp32_master" or "compensated".
+GRPO_ENUM_NAMES(OptimizerPrecision, detail::kOptimizerPrecisionNames, "optimizer precision", parse_optimizer_precision);
 
 /// The named parameters of `module` that require gradients, in module order (all of them, or a LoRA model's
 /// adapters).

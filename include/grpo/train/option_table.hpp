@@ -18,6 +18,7 @@
 // one file naming the same option is an error.
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/core/json_quote.hpp>
 #include <grpo/io/layered_config.hpp>
 
@@ -78,13 +79,16 @@ template <typename T>
 OptionSpec make_option(std::string key, T& value, std::string help, OptionCheck<double> check = nullptr);
 OptionSpec make_option(std::string key, std::string& value, std::string help, OptionCheck<std::string> check);
 
-/// Binds an option to an enum `value`: `parse` reads a name (its ConfigError lists the valid ones), `name` spells a
-/// value.
-template <typename EnumType, typename ParseType, typename NameType>
-OptionSpec enum_option(std::string key, EnumType& value, std::string help, ParseType parse, NameType name) {
+/// Binds an option to an enum `value` declared with GRPO_ENUM_NAMES (core/enum_names.hpp): a value is written by its
+/// canonical name, any of its spellings is accepted, and an unknown one is a ConfigError listing the valid names.
+template <::grpo::detail::NamedEnum EnumType>
+OptionSpec enum_option(std::string key, EnumType& value, std::string help) {
   OptionSpec option = custom_option(std::move(key), std::move(help), "NAME");
-  option.assign = [&value, parse](const std::vector<std::string>& values) { value = parse(values.at(0)); };
-  option.yaml = [&value, name] { return json_quoted(std::string(name(value))); };
+  option.assign = [&value](const std::vector<std::string>& values) {
+    const auto table = enum_names(value);
+    value = ::grpo::detail::parse_enum(values.at(0), table.names, table.what);
+  };
+  option.yaml = [&value] { return json_quoted(std::string(to_string(value))); };
   return option;
 }
 

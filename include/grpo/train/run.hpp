@@ -7,6 +7,7 @@
 //   if (!grpo::train::parse_run_settings(settings, args, "grpo train [options]")) return 0;
 //   auto run = grpo::train::build_run(settings);
 //   const auto curve = grpo::train::train_run(*run, settings);   // held-out accuracy by step
+//   grpo::train::finish_run(*run, settings, curve);
 #pragma once
 
 #include <grpo/train/checkpoint.hpp>
@@ -62,10 +63,23 @@ struct Run {
 /// is this output directory's own config.yaml unless resuming) and adds the metrics, completions and progress logs.
 std::unique_ptr<Run> build_run(RunSettings& settings);
 
-/// The loop from run.first_step to the last step: step, evaluate (rank 0, every eval_every and at the end), save
-/// (every save_every and at the end); a LoRA run's adapter is saved as peft saves it. Returns the held-out accuracy
-/// by step (rank 0; step 0 when the run started from scratch).
-std::vector<std::pair<std::int64_t, double>> train_run(Run& run, const RunSettings& settings);
+/// Held-out accuracy by step.
+using AccuracyCurve = std::vector<std::pair<std::int64_t, double>>;
+
+/// The curve a run starts with: step 0's held-out accuracy when it starts from scratch (rank 0), else empty.
+AccuracyCurve start_accuracy_curve(Run& run);
+
+/// What a run does after `step`, the one rule train_run and a loop of the user's share: on rank 0 it evaluates every
+/// eval_every steps and after the last step, appending to `curve` (the other ranks wait at the next collective); every
+/// rank takes part in a checkpoint every save_every steps and after the last step.
+void evaluate_and_save(Run& run, const RunSettings& settings, std::int64_t step, AccuracyCurve& curve);
+
+/// The loop from run.first_step to the last step: GrpoTrainer::step, then evaluate_and_save. Returns the curve.
+AccuracyCurve train_run(Run& run, const RunSettings& settings);
+
+/// After the last step, on rank 0: a LoRA run's adapter written as peft saves it (output_dir/adapter), and the curve
+/// printed ("held-out accuracy by step:  0: 0.044  ...").
+void finish_run(Run& run, const RunSettings& settings, const AccuracyCurve& curve);
 
 /// `program [options]`: parse, build, train, print the accuracy curve. Returns the exit status; errors are printed
 /// as "<program>: <message>".

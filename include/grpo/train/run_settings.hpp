@@ -14,6 +14,7 @@
 // holds its default (docs/extending.md).
 #pragma once
 
+#include <grpo/io/dataset.hpp>
 #include <grpo/train/grpo_trainer.hpp>
 #include <grpo/train/option_table.hpp>
 #include <grpo/train/run_config.hpp>
@@ -32,7 +33,9 @@ struct RunSettings {
   // What to train.
   std::string task = "tiny";  ///< tiny (the built-in task, tiny_task.hpp) or data (a checkpoint on data sets)
   std::filesystem::path model_dir, data_path;
-  std::string data_format = "detect", prompt_field, answer_field, on_bad_row = "stop", unknown_tag = "error";
+  io::DatasetFormat data_format = io::DatasetFormat::detect;
+  std::string prompt_field, answer_field, unknown_tag = "error";
+  io::BadRowPolicy on_bad_row = io::BadRowPolicy::stop;
   std::int64_t held_out = 256;  ///< problems kept out of training for evaluation (per domain)
   std::vector<std::string> validation_data;
   // The model's precision, memory and adapters.

@@ -5,6 +5,7 @@
 #include <grpo/io/safetensors.hpp>
 #include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/models/gguf_model.hpp>
 #include <grpo/models/project.hpp>
 
 #include <cmath>
@@ -441,6 +442,9 @@ CausalLM deep_copy(const CausalLM& model) {
 
 CausalLM from_pretrained(const std::filesystem::path& directory, std::optional<torch::ScalarType> dtype,
                          torch::Device device) {
+  if (directory.extension() == ".gguf" && std::filesystem::is_regular_file(directory)) {
+    return from_gguf(directory, dtype, device);
+  }
   auto config = ModelConfig::from_file(directory / "config.json");
   const auto target = dtype.value_or(config.dtype);
   auto tensors = io::load_checkpoint_tensors(directory);

@@ -7,7 +7,14 @@ quants.gguf   one [3, 512] tensor per GGML type the library reads (F32, F16, BF1
               Quantized tensors are random bytes (every packed bit pattern occurs) with finite fp16 scales (negative,
               subnormal and zero ones among them); float tensors hold random values, -0.0, ±inf and fp16 subnormals.
 expected.gguf the same tensors as F32: gguf.quants.dequantize of each, the values the reader must give bit for bit.
-Deterministic (a fixed seed), so running it again rewrites the same bytes."""
+tiny_llama.gguf, tiny_qwen2.gguf
+              random tiny decoders written as llama.cpp's convert_hf_to_gguf.py writes them (llama: q and k rows
+              permuted, tied embeddings; qwen2: q/k/v biases, an untied output.weight), attention weights in Q8_0,
+              feed-forward weights in F16, the rest F32.
+tiny_logits.safetensors
+              transformers' float32 logits of each on `input_ids` (AutoModelForCausalLM.from_pretrained(dir,
+              gguf_file=...), which undoes llama's permutation itself): what the library's GGUF loading must give.
+Deterministic (fixed seeds), so running it again rewrites the same bytes."""
 import sys
 from pathlib import Path
 
@@ -15,7 +22,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType, GGUFWriter
 from gguf.constants import GGML_QUANT_SIZES
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 # Byte offsets of each block's fp16 fields (scales, minimums), by type.
 HALF_FIELDS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2],
@@ -92,10 +99,91 @@ def main():
     for name, values in expected.items():
         reference.add_tensor(name, np.ascontiguousarray(values, dtype=np.float32))
     for writer in (quants, reference):
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
+        finish(writer)
+    write_tiny_models(out)
+
+
+def finish(writer):
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def llama_permute(weights, n_head, n_head_kv):
+    """convert_hf_to_gguf.py LlamaModel.permute: each head's rows from [first half, second half] to pairs."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+            .swapaxes(1, 2).reshape(weights.shape))
+
+
+def write_tiny_model(path, arch, rng, tied, bias):
+    vocab, hidden, layers, heads, kv_heads, ffn = 64, 64, 2, 4, 2, 96
+    head_dim = hidden // heads
+    writer = GGUFWriter(path, arch=arch)
+    writer.add_context_length(128)
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(layers)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_vocab_size(vocab)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+
+    def weight(*shape, scale=0.2):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    def add(name, values, qtype=None):
+        if qtype == Q.Q8_0:
+            writer.add_tensor(name, quantize(values, Q.Q8_0), raw_dtype=Q.Q8_0)
+        elif qtype == Q.F16:
+            writer.add_tensor(name, values.astype(np.float16))
+        else:
+            writer.add_tensor(name, values)
+
+    add("token_embd.weight", weight(vocab, hidden, scale=1.0))
+    for i in range(layers):
+        q, k = weight(heads * head_dim, hidden), weight(kv_heads * head_dim, hidden)
+        if arch == "llama":
+            q, k = llama_permute(q, heads, heads), llama_permute(k, heads, kv_heads)
+        add(f"blk.{i}.attn_norm.weight", 1.0 + weight(hidden, scale=0.1))
+        add(f"blk.{i}.attn_q.weight", q, Q.Q8_0)
+        add(f"blk.{i}.attn_k.weight", k, Q.Q8_0)
+        add(f"blk.{i}.attn_v.weight", weight(kv_heads * head_dim, hidden), Q.Q8_0)
+        if bias:
+            add(f"blk.{i}.attn_q.bias", weight(heads * head_dim))
+            add(f"blk.{i}.attn_k.bias", weight(kv_heads * head_dim))
+            add(f"blk.{i}.attn_v.bias", weight(kv_heads * head_dim))
+        add(f"blk.{i}.attn_output.weight", weight(hidden, heads * head_dim), Q.Q8_0)
+        add(f"blk.{i}.ffn_norm.weight", 1.0 + weight(hidden, scale=0.1))
+        add(f"blk.{i}.ffn_gate.weight", weight(ffn, hidden), Q.F16)
+        add(f"blk.{i}.ffn_up.weight", weight(ffn, hidden), Q.F16)
+        add(f"blk.{i}.ffn_down.weight", weight(hidden, ffn), Q.F16)
+    add("output_norm.weight", 1.0 + weight(hidden, scale=0.1))
+    if not tied:
+        add("output.weight", weight(vocab, hidden))
+    finish(writer)
+
+
+def write_tiny_models(out):
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM
+
+    rng = np.random.default_rng(7)
+    write_tiny_model(out / "tiny_llama.gguf", "llama", rng, tied=True, bias=False)
+    write_tiny_model(out / "tiny_qwen2.gguf", "qwen2", rng, tied=False, bias=True)
+    input_ids = torch.tensor([[1, 17, 33, 5, 60, 2, 41, 8, 23]])
+    tensors = {"input_ids": input_ids}
+    for name in ("tiny_llama", "tiny_qwen2"):
+        model = AutoModelForCausalLM.from_pretrained(str(out), gguf_file=f"{name}.gguf", dtype=torch.float32)
+        with torch.no_grad():
+            tensors[name] = model(input_ids).logits.contiguous()
+    save_file(tensors, str(out / "tiny_logits.safetensors"))
 
 
 if __name__ == "__main__":

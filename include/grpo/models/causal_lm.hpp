@@ -238,7 +238,8 @@ bool is_lora_parameter(std::string_view name);
 CausalLM deep_copy(const CausalLM& model);
 
 /// Loads config.json and the safetensors weights (single or sharded) of a checkpoint directory into a new model in
-/// the requested dtype (default: the config's torch_dtype) on the requested device, in eval mode. Parameters are
+/// the requested dtype (default: the config's torch_dtype) on the requested device, in eval mode. A path to a .gguf
+/// file loads it with from_gguf (models/gguf_model.hpp; default dtype float32). Parameters are
 /// created uninitialised in that dtype and device and filled from the files (no random initialisation, no fp32
 /// staging copy).
 CausalLM from_pretrained(const std::filesystem::path& directory, std::optional<torch::ScalarType> dtype = std::nullopt,

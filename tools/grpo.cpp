@@ -14,10 +14,13 @@
 //                                             --threads N scores on N executor threads)
 //   grpo tokenize --tokenizer PATH [--chat]   {"text"} (or {"messages"} with --chat, and Hugging Face's optional
 //                                             "add_generation_prompt" and "enable_thinking") lines → {"ids"} lines;
-//                                             PATH a model directory, or a tokenizer.json (its directory's
-//                                             tokenizer_config.json is read too when there is one)
-//   grpo generate --model DIR --prompt TEXT   prints a completion (tokenizer files in DIR)
+//                                             PATH a model directory, a .gguf file, or a tokenizer.json (its
+//                                             directory's tokenizer_config.json is read too when there is one)
+//   grpo generate --model DIR --prompt TEXT   prints a completion (tokenizer files in DIR; DIR may be a .gguf file)
 //   grpo logprobs --model DIR                 {"ids"} lines → {"logprobs"} (per token, tokens 1..n-1)
+//   grpo convert --gguf F --out DIR           writes a GGUF file's model and tokenizer as a Hugging Face directory
+//                                             (config.json, model.safetensors, tokenizer.json, tokenizer_config.json)
+//                                             [--dtype float32|bfloat16|float16]
 //   grpo train [options]                      a GRPO run: the built-in tiny task, or --model DIR --data FILE (or a
 //                                             --config with domains); every option of train/run_settings.hpp
 //                                             (grpo train --help lists them), as examples/r1_zero takes them
@@ -196,7 +199,9 @@ std::vector<grpo::text::ChatMessage> parse_messages(const std::string& line) {
 /// beside it when there is one (as Hugging Face's AutoTokenizer reads the directory).
 grpo::text::Tokenizer load_tokenizer(const std::string& path) {
   const std::filesystem::path file(path);
-  if (std::filesystem::is_directory(file)) return grpo::text::Tokenizer::from_pretrained(file);
+  if (std::filesystem::is_directory(file) || file.extension() == ".gguf") {
+    return grpo::text::Tokenizer::from_pretrained(file);
+  }
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
   if (file.filename() == "tokenizer.json" && std::filesystem::exists(dir / "tokenizer_config.json")) {
     return grpo::text::Tokenizer::from_pretrained(dir);
@@ -305,7 +310,7 @@ int main(int argc, char** argv) {
     grpo::use_passive_omp_wait_policy(argv);
     return grpo::train::run_training_command(std::vector<std::string>(argv + 2, argv + argc), "grpo train");
   }
-  CLI::App app{"grpo: verify math answers, score completions, tokenize, generate and compute log-probs"};
+  CLI::App app{"grpo: verify math answers, score completions, tokenize, generate, compute log-probs and convert GGUF files"};
   app.require_subcommand(1);
 
   std::string gold, pred;
@@ -358,6 +363,15 @@ int main(int argc, char** argv) {
   auto* logprobs = app.add_subcommand("logprobs", "Per-token log-probs of {\"ids\"} lines on stdin");
   logprobs->add_option("--model", model_dir, "checkpoint directory")->required();
 
+  std::string gguf_path, out_dir, convert_dtype = "float32";
+  auto* convert = app.add_subcommand("convert", "Write a GGUF file's model and tokenizer as a Hugging Face directory");
+  convert->add_option("--gguf", gguf_path, "the .gguf file (llama, qwen2 or qwen3; byte-level BPE tokenizer)")
+      ->required();
+  convert->add_option("--out", out_dir, "the directory to write (created when missing)")->required();
+  convert->add_option("--dtype", convert_dtype, "weights' dtype in model.safetensors: float32 (default), bfloat16, "
+                                                "float16")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*verify) {
@@ -370,6 +384,14 @@ int main(int argc, char** argv) {
     if (*tokenize) return run_tokenize(tokenizer_path, chat);
     if (*generate) return run_generate(gen);
     if (*logprobs) return run_logprobs(model_dir);
+    if (*convert) {
+      const torch::ScalarType dtype = convert_dtype == "bfloat16"  ? torch::kBFloat16
+                                      : convert_dtype == "float16" ? torch::kFloat16
+                                                                   : torch::kFloat32;
+      grpo::models::convert_gguf(gguf_path, out_dir, dtype);
+      std::cerr << fmt::format("grpo convert: wrote {} ({})\n", out_dir, convert_dtype);
+      return 0;
+    }
   } catch (const std::exception& e) {
     std::cerr << "grpo: " << e.what() << "\n";
     return 2;

@@ -35,6 +35,7 @@
 
 #include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/models/gguf_model.hpp>
 #include <grpo/models/lora.hpp>
 #include <grpo/models/model_config.hpp>
 
@@ -60,10 +61,13 @@
 
 #include <grpo/text/chat_messages.hpp>
 #include <grpo/text/chat_template.hpp>
+#include <grpo/text/gguf_tokenizer.hpp>
 #include <grpo/text/tokenizer.hpp>
 
 #include <grpo/io/atomic_file.hpp>
 #include <grpo/io/dataset.hpp>
+#include <grpo/io/ggml_quants.hpp>
+#include <grpo/io/gguf.hpp>
 #include <grpo/io/json_lines.hpp>
 #include <grpo/io/layered_config.hpp>
 #include <grpo/io/read_file.hpp>

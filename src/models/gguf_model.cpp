@@ -2,6 +2,9 @@
 #include <grpo/core/error.hpp>
 #include <grpo/models/gguf_model.hpp>
 
+#include <grpo/io/atomic_file.hpp>
+#include <grpo/text/gguf_tokenizer.hpp>
+
 #include <fmt/format.h>
 
 #include <array>
@@ -178,6 +181,18 @@ CausalLM from_gguf(const std::filesystem::path& path, std::optional<torch::Scala
   }
   model->eval();
   return model;
+}
+
+void convert_gguf(const std::filesystem::path& gguf, const std::filesystem::path& directory, torch::ScalarType dtype) {
+  const io::GgufFile file(gguf);
+  // The tokenizer first: a file without one is refused before anything is written.
+  const text::HfTokenizerJson tokenizer = text::gguf_tokenizer_json(file);
+  const CausalLM model = from_gguf(gguf, dtype);
+  std::filesystem::create_directories(directory);
+  save_pretrained(model, directory);
+  io::write_file_atomically(directory / "tokenizer.json", [&](std::ostream& out) { out << tokenizer.tokenizer; });
+  io::write_file_atomically(directory / "tokenizer_config.json",
+                            [&](std::ostream& out) { out << tokenizer.tokenizer_config; });
 }
 
 }  // namespace grpo::models

@@ -204,12 +204,16 @@ ChatTemplate ChatTemplate::from_jinja(std::string_view source, std::string_view 
 }
 
 ChatTemplate ChatTemplate::from_tokenizer_config(const std::filesystem::path& tokenizer_config_json) {
-  const std::string source = tokenizer_config_json.string();
-  simdjson::padded_string json = detail::load_json_file(tokenizer_config_json);
+  const simdjson::padded_string json = detail::load_json_file(tokenizer_config_json);
+  return from_tokenizer_config_json(std::string_view(json.data(), json.size()), tokenizer_config_json.string());
+}
+
+ChatTemplate ChatTemplate::from_tokenizer_config_json(std::string_view json_text, std::string_view source) {
+  simdjson::padded_string json(json_text);
   simdjson::dom::parser parser;
   const detail::JsonField root = detail::parse_json(parser, json, source);
   std::string bos_token = "<|begin_of_text|>";
-  if (const auto bos = root.find("bos_token")) {
+  if (const auto bos = root.find("bos_token"); bos && !bos->is_null()) {
     bos_token = std::string(bos->value.is_string() ? bos->string() : bos->at("content").string());
   }
   const detail::JsonField chat_template = root.at("chat_template");

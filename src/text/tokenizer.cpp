@@ -4,6 +4,8 @@
 #include <grpo/text/tokenizer.hpp>
 
 #include <grpo/core/error.hpp>
+#include <grpo/io/gguf.hpp>
+#include <grpo/text/gguf_tokenizer.hpp>
 
 #include "json_fields.hpp"
 #include "unicode.hpp"
@@ -53,37 +55,13 @@ constexpr std::string_view kUnicode16Numbers =
     R"(\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59}\x{16130}-\x{16139})"
     R"(\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9}\x{1E5F1}-\x{1E5FA})";
 
-/// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 bytes are shifted to
-/// U+0100.. in byte order, so every byte has a visible, non-space character in the vocabulary files.
-std::array<char32_t, 256> byte_to_char_table() {
-  std::array<char32_t, 256> table{};
-  char32_t next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    table[b] = printable ? static_cast<char32_t>(b) : next++;
-  }
-  return table;
-}
-
-/// The inverse of byte_to_char_table for code points below 0x144; -1 for characters that are not byte stand-ins.
-int char_to_byte(char32_t c) {
-  static const auto inverse = [] {
-    std::array<int, 0x144> table;
-    table.fill(-1);
-    const auto forward = byte_to_char_table();
-    for (int b = 0; b < 256; ++b) table[forward[b]] = b;
-    return table;
-  }();
-  return c < inverse.size() ? inverse[c] : -1;
-}
-
 /// Writes the raw bytes a byte-level token spelling stands for into `bytes`; false when the spelling has a
 /// character that stands for no byte.
 bool byte_level_decode(std::string_view spelling, std::string& bytes) {
   bytes.clear();
   std::size_t pos = 0;
   while (pos < spelling.size()) {
-    const int byte = char_to_byte(detail::next_code_point(spelling, pos));
+    const int byte = detail::char_to_byte(detail::next_code_point(spelling, pos));
     if (byte < 0) return false;
     bytes.push_back(static_cast<char>(byte));
   }
@@ -478,12 +456,11 @@ void read_model(Tokenizer::Impl& impl, const JsonField& model) {
       set_token(impl, static_cast<int32_t>(id), std::string(key), std::string(key));
     }
   }
+  // A byte without a token (SmolLM2 has none for 21 bytes, such as 0x04 and 0xF5) is dropped from the text, as
+  // Hugging Face's BPE does without an unk_token and llama.cpp does too.
   for (int b = 0; b < 256; ++b) {
     const auto it = impl.bytes_to_id.find(std::string(1, static_cast<char>(b)));
-    GRPO_CHECK_CONFIG(it != impl.bytes_to_id.end(),
-                      "{}: the vocabulary has no token for byte 0x{:02X}; not a byte-level BPE vocabulary", impl.source,
-                      b);
-    impl.byte_id[b] = it->second;
+    impl.byte_id[b] = it != impl.bytes_to_id.end() ? it->second : -1;
   }
 
   const JsonField merges = model.at("merges");
@@ -588,6 +565,12 @@ bool read_pre_tokenizer(Tokenizer::Impl& impl, const JsonField& pre) {
     }
     return true;
   }
+  if (type == "Digits") {
+    // Hugging Face's Digits splits on Rust's char::is_numeric (Unicode N*): each digit alone, or runs of them.
+    const bool individual = pre.boolean_or("individual_digits", false);
+    impl.splits.push_back(SplitStep{compile_pattern(individual ? R"(\p{N})" : R"(\p{N}+)", false, impl.source), true, true});
+    return false;
+  }
   if (type == "Split") {
     const JsonField pattern = pre.at("pattern");
     const auto regex = pattern.find("Regex");
@@ -608,7 +591,7 @@ bool read_pre_tokenizer(Tokenizer::Impl& impl, const JsonField& pre) {
     return false;
   }
   ::grpo::detail::throw_formatted<ConfigError>(
-      "{}: pre-tokenizer type '{}' is not supported (Split, ByteLevel, Sequence)", impl.source, type);
+      "{}: pre-tokenizer type '{}' is not supported (Split, Digits, ByteLevel, Sequence)", impl.source, type);
 }
 
 void read_post_processor(Tokenizer::Impl& impl, const JsonField& post) {
@@ -690,17 +673,14 @@ std::shared_ptr<Tokenizer::Impl> read_tokenizer(simdjson::padded_string& json, s
   return impl;
 }
 
-/// Special token ids and chat template from tokenizer_config.json.
-void read_tokenizer_config(Tokenizer::Impl& impl, const std::filesystem::path& path) {
-  impl.chat_missing_reason = fmt::format("no chat template: {} does not exist", path.string());
-  if (!std::filesystem::exists(path)) return;
-  const std::string source = path.string();
-  simdjson::padded_string json = detail::load_json_file(path);
+/// Special token ids and chat template from tokenizer_config.json's text; `source` names it in errors.
+void read_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text, const std::string& source) {
+  simdjson::padded_string json(json_text);
   simdjson::dom::parser parser;
   const JsonField root = detail::parse_json(parser, json, source);
   const auto special_id = [&](std::string_view key) -> std::optional<int32_t> {
     const auto field = root.find(key);
-    if (!field) return std::nullopt;
+    if (!field || field->is_null()) return std::nullopt;
     const std::string_view content = field->value.is_string() ? field->string() : field->at("content").string();
     const auto id = impl.token_to_id(content);
     if (!id) {
@@ -715,7 +695,7 @@ void read_tokenizer_config(Tokenizer::Impl& impl, const std::filesystem::path& p
     return;
   }
   try {
-    impl.chat = ChatTemplate::from_tokenizer_config(path);
+    impl.chat = ChatTemplate::from_tokenizer_config_json(json_text, source);
   } catch (const ConfigError& unsupported) {
     impl.chat_missing_reason = unsupported.what();
   }
@@ -733,10 +713,25 @@ Tokenizer Tokenizer::from_json(std::string_view json, std::string_view source) {
   return Tokenizer(read_tokenizer(padded, source));
 }
 
+Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                               std::string_view source) {
+  simdjson::padded_string padded(tokenizer_json);
+  auto impl = read_tokenizer(padded, source);
+  read_tokenizer_config(*impl, tokenizer_config_json, fmt::format("{} (tokenizer_config)", source));
+  return Tokenizer(std::move(impl));
+}
+
 Tokenizer Tokenizer::from_pretrained(const std::filesystem::path& dir) {
+  if (dir.extension() == ".gguf" && std::filesystem::is_regular_file(dir)) return gguf_tokenizer(io::GgufFile(dir));
   simdjson::padded_string json = detail::load_json_file(dir / "tokenizer.json");
   auto impl = read_tokenizer(json, (dir / "tokenizer.json").string());
-  read_tokenizer_config(*impl, dir / "tokenizer_config.json");
+  const std::filesystem::path config = dir / "tokenizer_config.json";
+  if (std::filesystem::exists(config)) {
+    const simdjson::padded_string text = detail::load_json_file(config);
+    read_tokenizer_config(*impl, std::string_view(text.data(), text.size()), config.string());
+  } else {
+    impl->chat_missing_reason = fmt::format("no chat template: {} does not exist", config.string());
+  }
   return Tokenizer(std::move(impl));
 }
 
@@ -865,7 +860,7 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, Workspace& ws, st
 void Tokenizer::Impl::encode_piece(std::string_view piece, Workspace& ws, std::vector<int32_t>& out) const {
   if (piece.empty()) return;
   if (piece.size() == 1) {
-    out.push_back(byte_id[static_cast<unsigned char>(piece[0])]);
+    if (const int32_t id = byte_id[static_cast<unsigned char>(piece[0])]; id >= 0) out.push_back(id);
     return;
   }
   if (ignore_merges) {
@@ -888,11 +883,15 @@ void Tokenizer::Impl::merge_piece(std::string_view piece, Workspace& ws, std::ve
   // (rank, position). A popped candidate is stale when either symbol has changed since it was pushed.
   auto& symbols = ws.symbols;
   auto& heap = ws.heap;
-  const auto n = static_cast<int32_t>(piece.size());
-  symbols.resize(piece.size());
-  for (int32_t i = 0; i < n; ++i) {
-    symbols[i] = {byte_id[static_cast<unsigned char>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  // Bytes without a token are left out, so the bytes around them are neighbours (Hugging Face's merge_word).
+  symbols.clear();
+  for (const char c : piece) {
+    const int32_t id = byte_id[static_cast<unsigned char>(c)];
+    if (id >= 0) symbols.push_back({id, static_cast<int32_t>(symbols.size()) - 1, -1});
   }
+  const auto n = static_cast<int32_t>(symbols.size());
+  if (n == 0) return;
+  for (int32_t i = 0; i + 1 < n; ++i) symbols[i].next = i + 1;
   heap.clear();
   const auto push = [&](int32_t pos) {
     const int32_t next = symbols[pos].next;

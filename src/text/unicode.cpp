@@ -256,4 +256,28 @@ std::string normalize(std::string_view text, NormalizationForm form) {
   return out;
 }
 
+/// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 bytes are shifted to
+/// U+0100.. in byte order, so every byte has a visible, non-space character in the vocabulary files.
+std::array<char32_t, 256> byte_to_char_table() {
+  std::array<char32_t, 256> table{};
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    table[b] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return table;
+}
+
+/// The inverse of byte_to_char_table for code points below 0x144; -1 for characters that are not byte stand-ins.
+int char_to_byte(char32_t c) {
+  static const auto inverse = [] {
+    std::array<int, 0x144> table;
+    table.fill(-1);
+    const auto forward = byte_to_char_table();
+    for (int b = 0; b < 256; ++b) table[forward[b]] = b;
+    return table;
+  }();
+  return c < inverse.size() ? inverse[c] : -1;
+}
+
 }  // namespace grpo::text::detail

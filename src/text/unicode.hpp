@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,11 @@ char32_t next_code_point(std::string_view text, std::size_t& pos);
 /// Decodes the code point ending at text[pos - 1] of valid UTF-8 and moves pos back to its first byte.
 char32_t previous_code_point(std::string_view text, std::size_t& pos);
 void append_utf8(std::string& out, char32_t code_point);
+
+/// GPT-2's bytes_to_unicode: the character that stands for each byte in a byte-level BPE vocabulary.
+std::array<char32_t, 256> byte_to_char_table();
+/// The byte `c` stands for, or -1 when it is not one of byte_to_char_table's characters.
+int char_to_byte(char32_t c);
 
 /// Unicode White_Space (Rust's char::is_whitespace; the set Oniguruma's \s matches).
 bool is_white_space(char32_t code_point);

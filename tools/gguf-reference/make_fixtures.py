@@ -14,6 +14,15 @@ tiny_llama.gguf, tiny_qwen2.gguf
 tiny_logits.safetensors
               transformers' float32 logits of each on `input_ids` (AutoModelForCausalLM.from_pretrained(dir,
               gguf_file=...), which undoes llama's permutation itself): what the library's GGUF loading must give.
+tokenizer_<pre>.gguf (pre = gpt2, smollm, llama-bpe, qwen2)
+              a byte-level BPE of 1200 tokens trained on tests/text/data/corpus.jsonl by Hugging Face `tokenizers`,
+              as llama.cpp's converter writes it: tokens, merges, token types (3 control tokens, 2 user-defined),
+              tokenizer.ggml.pre, special ids; smollm without tokens for bytes 0x04 and 0xF5 (as SmolLM2 lacks 21),
+              llama-bpe with add_bos_token, smollm and qwen2 with chat templates.
+tokenizer_expected.json
+              texts (every 12th corpus line and edge cases) and transformers' ids and decoded text for each file
+              (AutoTokenizer.from_pretrained(dir, gguf_file=...)), with the pre-tokenizer llama.cpp applies where
+              transformers differs from it (see write_tokenizers); special ids; chat prompts' ids.
 Deterministic (fixed seeds), so running it again rewrites the same bytes."""
 import sys
 from pathlib import Path
@@ -100,7 +109,9 @@ def main():
         reference.add_tensor(name, np.ascontiguousarray(values, dtype=np.float32))
     for writer in (quants, reference):
         finish(writer)
-    write_tiny_models(out)
+    corpus, tokens, merges = train_vocabulary()
+    write_tiny_models(out, (tokens, merges))
+    write_tokenizers(out, corpus, tokens, merges)
 
 
 def finish(writer):
@@ -118,8 +129,10 @@ def llama_permute(weights, n_head, n_head_kv):
             .swapaxes(1, 2).reshape(weights.shape))
 
 
-def write_tiny_model(path, arch, rng, tied, bias):
+def write_tiny_model(path, arch, rng, tied, bias, vocabulary=None):
     vocab, hidden, layers, heads, kv_heads, ffn = 64, 64, 2, 4, 2, 96
+    if vocabulary is not None:
+        vocab, hidden = len(vocabulary[0]), 32
     head_dim = hidden // heads
     writer = GGUFWriter(path, arch=arch)
     writer.add_context_length(128)
@@ -131,8 +144,12 @@ def write_tiny_model(path, arch, rng, tied, bias):
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(10000.0)
     writer.add_vocab_size(vocab)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
+    if vocabulary is not None:
+        add_tokenizer(writer, "smollm", *vocabulary, add_bos=False)
+        writer.add_chat_template(CHAT_TEMPLATES["smollm"])
+    else:
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
 
     def weight(*shape, scale=0.2):
         return (rng.standard_normal(shape) * scale).astype(np.float32)
@@ -169,7 +186,7 @@ def write_tiny_model(path, arch, rng, tied, bias):
     finish(writer)
 
 
-def write_tiny_models(out):
+def write_tiny_models(out, vocabulary):
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM
@@ -177,13 +194,125 @@ def write_tiny_models(out):
     rng = np.random.default_rng(7)
     write_tiny_model(out / "tiny_llama.gguf", "llama", rng, tied=True, bias=False)
     write_tiny_model(out / "tiny_qwen2.gguf", "qwen2", rng, tied=False, bias=True)
+    write_tiny_model(out / "tiny_smollm.gguf", "llama", rng, tied=True, bias=False, vocabulary=vocabulary)
     input_ids = torch.tensor([[1, 17, 33, 5, 60, 2, 41, 8, 23]])
     tensors = {"input_ids": input_ids}
-    for name in ("tiny_llama", "tiny_qwen2"):
+    for name in ("tiny_llama", "tiny_qwen2", "tiny_smollm"):
         model = AutoModelForCausalLM.from_pretrained(str(out), gguf_file=f"{name}.gguf", dtype=torch.float32)
         with torch.no_grad():
             tensors[name] = model(input_ids).logits.contiguous()
     save_file(tensors, str(out / "tiny_logits.safetensors"))
+
+
+EDGE_TEXTS = [
+    "", " ", "  ", "\n\n\n", "a  1 b\t\t2 x", "In 2024, 12345 apples cost $3.50.", "I'LL don't WE'RE", "x\u0004y \u00f5",
+    "<|im_start|>user\nhi<|im_end|>", "<think>\nstep\n</think>\n\nanswer", "caf\u00e9 \u0301 na\u00efve",
+    "\U0001F600 emoji \u4e2d\u6587", "tab\tand\r\nwindows", "   leading and trailing   ", "9876543210", "x=1;y=22;z=333",
+]
+
+# llama.cpp's pre-tokenizer where transformers' GGUF tokenizer (5.24) leaves GPT-2's: "smollm" splits each digit
+# first (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_SMOLLM; SmolLM2's own tokenizer.json has the same Digits step), and
+# "llama-bpe" sets ignore_merges (LLAMA_VOCAB_PRE_TYPE_LLAMA3; Llama 3's tokenizer.json too).
+LLAMA_CPP_OVERRIDES = {"smollm": "digits", "llama-bpe": "ignore_merges"}
+
+
+def train_vocabulary():
+    import json as jsonlib
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    corpus = Path(__file__).resolve().parents[2] / "tests" / "text" / "data" / "corpus.jsonl"
+    texts = [jsonlib.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").split("\n") if line]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1200, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer)
+    model = jsonlib.loads(tokenizer.to_str())["model"]
+    tokens = [token for token, _ in sorted(model["vocab"].items(), key=lambda item: item[1])]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in model["merges"]]
+    return texts, tokens + ["<think>", "</think>"], merges
+
+
+CHAT_TEMPLATES = {
+    "smollm": ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+               "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+               "<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+               "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+               "{% endif %}"),
+    "qwen2": ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+              "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+              "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+              "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"),
+}
+
+
+def add_tokenizer(writer, pre, tokens, merges, add_bos):
+    """The tokenizer.* keys llama.cpp's converter writes for a byte-level BPE."""
+    types = [3 if t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>") else 4 if t in ("<think>", "</think>")
+             else 1 for t in tokens]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre)
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(tokens.index("<|im_start|>"))
+    writer.add_eos_token_id(tokens.index("<|im_end|>"))
+    writer.add_pad_token_id(tokens.index("<|endoftext|>"))
+    writer.add_add_bos_token(add_bos)
+
+
+def write_tokenizers(out, corpus, tokens, merges):
+    import json as jsonlib
+
+    from tokenizers import pre_tokenizers
+    from tokenizers.models import BPE
+    from transformers import AutoTokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    texts = corpus[::12] + EDGE_TEXTS
+    stand_in = bytes_to_unicode()
+    expected = {"texts": texts, "files": {}}
+    for pre in ("gpt2", "smollm", "llama-bpe", "qwen2"):
+        vocab = list(tokens)
+        if pre == "smollm":  # no token for these bytes: both implementations drop them from the text
+            dropped = {stand_in[0x04], stand_in[0xF5]}
+            assert not any(set(m.split(" ")) & dropped for m in merges)
+            vocab = [t for t in vocab if t not in dropped]
+        name = f"tokenizer_{pre}.gguf"
+        writer = GGUFWriter(out / name, arch="llama")
+        add_tokenizer(writer, pre, vocab, merges, add_bos=pre == "llama-bpe")
+        if pre in CHAT_TEMPLATES:
+            writer.add_chat_template(CHAT_TEMPLATES[pre])
+        finish(writer)
+
+        hf = AutoTokenizer.from_pretrained(str(out), gguf_file=name)
+        as_given = [hf.encode(text) for text in texts]
+        override = LLAMA_CPP_OVERRIDES.get(pre)
+        if override == "digits":
+            hf.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.Digits(individual_digits=True),
+                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+        elif override == "ignore_merges":
+            model = jsonlib.loads(hf.backend_tokenizer.to_str())["model"]
+            hf.backend_tokenizer.model = BPE(model["vocab"], [tuple(m) if isinstance(m, list) else tuple(m.split(" "))
+                                                               for m in model["merges"]], ignore_merges=True)
+        ids = [hf.encode(text) for text in texts]
+        entry = {
+            "ids": ids,
+            "decoded": [hf.decode(i) for i in ids],
+            "differs_from_transformers": sum(a != b for a, b in zip(as_given, ids)),
+            "bos": hf.bos_token_id, "eos": hf.eos_token_id, "pad": hf.pad_token_id,
+        }
+        if pre in CHAT_TEMPLATES:
+            messages = [{"role": "user", "content": "What is 2+3?"}]
+            entry["chat_ids"] = list(hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                            return_dict=False))
+        expected["files"][name] = entry
+        print(f"{name}: {len(vocab)} tokens, {entry['differs_from_transformers']} of {len(texts)} texts differ "
+              f"from transformers' own GGUF tokenizer")
+    (out / "tokenizer_expected.json").write_text(jsonlib.dumps(expected, ensure_ascii=False) + "\n",
+                                                  encoding="utf-8")
 
 
 if __name__ == "__main__":

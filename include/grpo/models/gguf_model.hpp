@@ -38,4 +38,11 @@ std::map<std::string, torch::Tensor> gguf_hf_state(const io::GgufFile& file, con
 CausalLM from_gguf(const std::filesystem::path& path, std::optional<torch::ScalarType> dtype = std::nullopt,
                    torch::Device device = torch::kCPU);
 
+/// `grpo convert`: writes the GGUF file's model and tokenizer as a Hugging Face directory that transformers and
+/// from_pretrained load: config.json and model.safetensors (save_pretrained, weights in `dtype`), tokenizer.json and
+/// tokenizer_config.json with the chat template (text::gguf_tokenizer_json). Creates `directory` when missing and
+/// overwrites those files. Throws as from_gguf and gguf_tokenizer_json do, before writing anything.
+void convert_gguf(const std::filesystem::path& gguf, const std::filesystem::path& directory,
+                  torch::ScalarType dtype = torch::kFloat32);
+
 }  // namespace grpo::models

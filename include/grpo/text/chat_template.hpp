@@ -67,6 +67,8 @@ class ChatTemplate {
   /// Reads "chat_template" (a string, or a list of {name, template} where "default" is taken) and "bos_token"
   /// from a Hugging Face tokenizer_config.json.
   static ChatTemplate from_tokenizer_config(const std::filesystem::path& tokenizer_config_json);
+  /// Same, from tokenizer_config.json's text; `source` names it in error messages.
+  static ChatTemplate from_tokenizer_config_json(std::string_view json, std::string_view source);
 
   /// The prompt text for `messages`. Encode it with EncodeOptions::add_special_tokens = false: it already holds
   /// the special tokens (Llama 3's <|begin_of_text|> included). Throws grpo::Error for a role the format does

@@ -8,8 +8,9 @@
 //      Unicode 9.0 are left alone, as Hugging Face's tables do), then added tokens marked `normalized: true` are
 //      matched on the normalized text;
 //   3. pre-tokenizer: the Split regex (PCRE2 with UTF + UCP, JIT-compiled; \p{L} and \p{N} extended to the
-//      Unicode 16 letters and numbers Hugging Face's Oniguruma knows) and ByteLevel (GPT-2's byte to
-//      printable-character mapping, optionally with GPT-2's own split regex and a prefix space);
+//      Unicode 16 letters and numbers Hugging Face's Oniguruma knows), Digits (a split on \p{N}, each digit alone or
+//      in runs: SmolLM2) and ByteLevel (GPT-2's byte to printable-character mapping, optionally with GPT-2's own
+//      split regex and a prefix space);
 //   4. BPE: each piece starts as single bytes and the pair with the lowest merge rank is merged until none is
 //      left (a binary heap over the pairs: O(n log n) per piece, not a quadratic rescan); `ignore_merges`
 //      (Llama 3) emits a piece that is itself in the vocabulary directly;
@@ -90,8 +91,13 @@ class Tokenizer {
  public:
   /// Reads a Hugging Face model directory: dir/tokenizer.json, and from dir/tokenizer_config.json (optional) the
   /// chat template and the bos / eos / pad tokens. A chat template outside the supported families is not an
-  /// error here; chat_template() reports it when asked.
+  /// error here; chat_template() reports it when asked. A path to a .gguf file reads the tokenizer its
+  /// `tokenizer.*` metadata describes (text/gguf_tokenizer.hpp).
   static Tokenizer from_pretrained(const std::filesystem::path& dir);
+  /// A tokenizer.json and a tokenizer_config.json given as text, as from_pretrained reads them from a directory;
+  /// `source` names them in error messages.
+  static Tokenizer from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                             std::string_view source);
   /// Reads a tokenizer.json file. Throws grpo::ParseError (names the file and field) for malformed JSON and
   /// grpo::ConfigError (names the component and its type) for tokenizers outside the supported set above.
   static Tokenizer from_file(const std::filesystem::path& tokenizer_json);

@@ -137,8 +137,8 @@ void GrpoTrainerOptions::validate() const {
                     max_grad_norm);
   GRPO_CHECK_CONFIG(eval_samples >= 1, "eval_samples must be >= 1, got {}", eval_samples);
   GRPO_CHECK_CONFIG(eval_problems >= 0, "eval_problems must be >= 0, got {}", eval_problems);
-  GRPO_CHECK_CONFIG(!eval_temperature || (std::isfinite(*eval_temperature) && *eval_temperature > 0.0),
-                    "eval_temperature must be > 0, got {}", eval_temperature.value_or(0.0));
+  GRPO_CHECK_CONFIG(!eval_temperature || (std::isfinite(*eval_temperature) && *eval_temperature >= 0.0),
+                    "eval_temperature must be >= 0 (0 = greedy), got {}", eval_temperature.value_or(0.0));
   SamplerOptions evaluation = sampling;
   evaluation.top_p = eval_top_p;
   evaluation.top_k = eval_top_k;

@@ -38,6 +38,17 @@ OptionSpec existing(OptionSpec option, bool directory) {
   return option;
 }
 
+/// The model option: a Hugging Face directory or a GGUF file (models::from_pretrained reads both).
+OptionSpec existing_model(OptionSpec option) {
+  option.assign = [assign = option.assign](const std::vector<std::string>& v) {
+    const fs::path path = v.at(0);
+    GRPO_CHECK_CONFIG(fs::is_directory(path) || (fs::is_regular_file(path) && path.extension() == ".gguf"),
+                      "expected a model directory or a .gguf file, got '{}'", v.at(0));
+    assign(v);
+  };
+  return option;
+}
+
 /// A string option whose value `accept` must take (its ConfigError, listing the valid names, is the error).
 template <typename AcceptType>
 OptionSpec named(std::string key, std::string& value, std::string help, AcceptType accept) {
@@ -78,9 +89,9 @@ OptionTable run_option_table(RunSettings& s) {
 
   // What to train.
   add(make_option("task", s.task, "tiny (built-in) or data (--model + --data; implied by --model)", one_of({"tiny", "data"})));
-  add(with_aliases(existing(make_option("model", s.model_dir,
-                                 "Hugging Face model directory (config.json, safetensors, tokenizer.json)"),
-                            true),
+  add(with_aliases(existing_model(make_option("model", s.model_dir,
+                                              "Hugging Face model directory (config.json, safetensors, "
+                                              "tokenizer.json), or a GGUF file (weights, tokenizer and chat template)")),
                    {"model_dir"}, 0));
   add(existing(make_option("data", s.data_path, "JSON/JSONL data set (ROLL, TRL/NuminaMath, GSM8K or --data-format fields)"),
                false));
@@ -325,8 +336,8 @@ OptionTable run_option_table(RunSettings& s) {
   add(make_option("eval_every", s.eval_every, "evaluation period in steps (0 = start and end only)", at_least_zero()));
   add(make_option("eval_samples", t.eval_samples, "samples per held-out problem (k of pass@k and maj@k)", positive()));
   add(make_option("eval_problems", t.eval_problems, "held-out problems evaluated (0 = all)", at_least_zero()));
-  add(make_option("eval_temperature", t.eval_temperature, "evaluation sampling temperature (unset: --temperature)",
-           positive()));
+  add(make_option("eval_temperature", t.eval_temperature,
+                  "evaluation sampling temperature (0 = greedy; unset: --temperature)", at_least_zero()));
   add(make_option("eval_top_p", t.eval_top_p, "evaluation nucleus sampling", within(1e-6, 1.0)));
   add(make_option("eval_top_k", t.eval_top_k, "evaluation top-k sampling (0 = off)", at_least_zero()));
   add(make_option("eval_min_p", t.eval_min_p, "evaluation min-p sampling (0 = off)", within(0.0, 1.0)));

@@ -581,8 +581,10 @@ TEST_CASE("GrpoTrainerOptions: invalid values are rejected with the setting's na
   options.loss.policy.epsilon_low = -1;
   CHECK_THROWS_WITH(options.validate(), Catch::Contains("epsilon_low"));
   options = small_options();
-  options.eval_temperature = 0.0;
-  CHECK_THROWS_WITH(options.validate(), Catch::Contains("eval_temperature must be > 0"));
+  options.eval_temperature = -0.5;
+  CHECK_THROWS_WITH(options.validate(), Catch::Contains("eval_temperature must be >= 0 (0 = greedy)"));
+  options.eval_temperature = 0.0;  // greedy evaluation
+  CHECK_NOTHROW(options.validate());
   options = small_options();
   options.eval_top_p = 1.5;
   CHECK_THROWS_WITH(options.validate(), Catch::Contains("evaluation sampling (eval_top_p"));

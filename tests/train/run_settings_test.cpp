@@ -164,7 +164,8 @@ TEST_CASE("Run settings: errors name the flag, or the file:line and key, at faul
   CHECK_THAT(error_of({"--steps", "3", "--steps", "4"}), Catch::Contains("given twice"));
   CHECK_THAT(error_of({"--advantage", "ppo"}), Catch::Contains("--advantage: unknown") && Catch::Contains("remax"));
   CHECK_THAT(error_of({"--difficulty-mask", "0.1"}), Catch::Contains("--difficulty-mask: expected LOW,HIGH"));
-  CHECK_THAT(error_of({"--model", (dir / "none").string()}), Catch::Contains("--model: expected an existing directory"));
+  CHECK_THAT(error_of({"--model", (dir / "none").string()}),
+             Catch::Contains("--model: expected a model directory or a .gguf file"));
   std::ofstream(dir / "bad.yaml") << "steps: 3\nkl:\n  target: -1\n";
   CHECK(error_of({"--config", (dir / "bad.yaml").string()}) ==
         (dir / "bad.yaml").string() + ":3: field 'kl.target': expected a number > 0, got '-1'");

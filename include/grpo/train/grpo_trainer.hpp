@@ -160,8 +160,8 @@ struct GrpoTrainerOptions {
   double max_grad_norm = 1.0;           ///< global-norm clipping (0 = off; the norm is still logged)
   std::int64_t eval_samples = 4;        ///< samples per held-out problem (k of pass@k, n of maj@n)
   std::int64_t eval_problems = 0;       ///< held-out problems evaluate() samples (0 = all)
-  /// Evaluation sampling (ROLL's validation generating_args): temperature (unset: the training temperature), top-p,
-  /// top-k and min-p (off by default).
+  /// Evaluation sampling (ROLL's validation generating_args): temperature (unset: the training temperature; 0: greedy,
+  /// every sample the same), top-p, top-k and min-p (off by default).
   std::optional<double> eval_temperature;
   double eval_top_p = 1.0;
   std::int64_t eval_top_k = 0;

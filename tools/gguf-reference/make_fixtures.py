@@ -216,6 +216,26 @@ EDGE_TEXTS = [
 LLAMA_CPP_OVERRIDES = {"smollm": "digits", "llama-bpe": "ignore_merges"}
 
 
+def with_llama_cpp_pre_tokenizer(tokenizer, pre):
+    """transformers' GGUF tokenizer changed where llama.cpp (LLAMA_CPP_OVERRIDES) tokenizes otherwise."""
+    import json as jsonlib
+
+    from tokenizers import pre_tokenizers
+    from tokenizers.models import BPE
+
+    override = LLAMA_CPP_OVERRIDES.get(pre)
+    if override == "digits":
+        tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True),
+             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    elif override == "ignore_merges":
+        model = jsonlib.loads(tokenizer.backend_tokenizer.to_str())["model"]
+        tokenizer.backend_tokenizer.model = BPE(
+            model["vocab"], [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]],
+            ignore_merges=True)
+    return tokenizer
+
+
 def train_vocabulary():
     import json as jsonlib
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -265,8 +285,6 @@ def add_tokenizer(writer, pre, tokens, merges, add_bos):
 def write_tokenizers(out, corpus, tokens, merges):
     import json as jsonlib
 
-    from tokenizers import pre_tokenizers
-    from tokenizers.models import BPE
     from transformers import AutoTokenizer
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
@@ -288,15 +306,7 @@ def write_tokenizers(out, corpus, tokens, merges):
 
         hf = AutoTokenizer.from_pretrained(str(out), gguf_file=name)
         as_given = [hf.encode(text) for text in texts]
-        override = LLAMA_CPP_OVERRIDES.get(pre)
-        if override == "digits":
-            hf.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-                [pre_tokenizers.Digits(individual_digits=True),
-                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-        elif override == "ignore_merges":
-            model = jsonlib.loads(hf.backend_tokenizer.to_str())["model"]
-            hf.backend_tokenizer.model = BPE(model["vocab"], [tuple(m) if isinstance(m, list) else tuple(m.split(" "))
-                                                               for m in model["merges"]], ignore_merges=True)
+        hf = with_llama_cpp_pre_tokenizer(hf, pre)
         ids = [hf.encode(text) for text in texts]
         entry = {
             "ids": ids,

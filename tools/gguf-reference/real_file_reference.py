@@ -9,7 +9,7 @@
                               (AutoModelForCausalLM.from_pretrained(dir, gguf_file=...))
         OUT/tokens.json       texts (tests/text/data/corpus.jsonl and edge cases) and the ids of transformers' GGUF
                               tokenizer, with the pre-tokenizer llama.cpp gives the file's tokenizer.ggml.pre where the
-                              two differ (make_fixtures.LLAMA_CPP_OVERRIDES), and how many texts that changes
+                              two differ (make_fixtures.with_llama_cpp_pre_tokenizer), and how many texts that changes
     real_file_reference.py converted DIR OUT
         loads the directory `grpo convert` wrote with transformers (AutoModelForCausalLM, AutoTokenizer) and checks its
         logits against OUT/logits.safetensors (1e-4) and its ids against OUT/tokens.json (exact); exit status 1 if not.
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_fixtures import EDGE_TEXTS, LLAMA_CPP_OVERRIDES  # noqa: E402
+from make_fixtures import EDGE_TEXTS, with_llama_cpp_pre_tokenizer  # noqa: E402
 
 PRIME = 2**31 - 1
 PROMPT = [{"role": "user", "content": "Natalia sold clips to 48 of her friends in April, and then she sold half as "
@@ -40,23 +40,6 @@ def corpus_texts():
     return [json.loads(line)["text"] for line in lines if line] + EDGE_TEXTS
 
 
-def llama_cpp_tokenizer(tokenizer, pre):
-    from tokenizers import pre_tokenizers
-    from tokenizers.models import BPE
-
-    override = LLAMA_CPP_OVERRIDES.get(pre)
-    if override == "digits":
-        tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True),
-             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    elif override == "ignore_merges":
-        model = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
-        tokenizer.backend_tokenizer.model = BPE(
-            model["vocab"], [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]],
-            ignore_merges=True)
-    return tokenizer
-
-
 def reference(gguf_path, out):
     import torch
     from gguf import GGUFReader
@@ -73,7 +56,7 @@ def reference(gguf_path, out):
     tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     texts = corpus_texts()
     as_given = [tokenizer.encode(text) for text in texts]
-    tokenizer = llama_cpp_tokenizer(tokenizer, pre)
+    tokenizer = with_llama_cpp_pre_tokenizer(tokenizer, pre)
     ids = [tokenizer.encode(text) for text in texts]
     differs = sum(a != b for a, b in zip(as_given, ids))
     (out / "tokens.json").write_text(json.dumps({"pre": pre, "texts": texts, "ids": ids,

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Reads run.sh's outputs (OUT/ours_<dtype>/metrics.jsonl, OUT/trl_<dtype>.jsonl) and prints, per dtype, the median
+over the steps after the first of each phase's seconds, seconds per completion token, peak RSS, and TRL / ours."""
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def ours(path):
+    steps = [json.loads(line) for line in path.read_text().splitlines()]
+    steps = [s for s in steps if "step_time" in s]
+    rows = [{"step_s": s["step_time"], "gen_s": s["timing_s/gen"], "score_s": s["timing_s/reward"],
+             "logprob_s": s.get("timing_s/old_log_prob", 0) + s.get("timing_s/ref", 0),
+             "update_s": s["timing_s/update_actor"], "completion_tokens": s["num_tokens"]} for s in steps]
+    return rows, max(s["perf/peak_rss_gb"] for s in steps)
+
+
+def trl(path):
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = [line for line in lines if "step" in line]
+    peak = next(line["peak_rss_gb"] for line in lines if "peak_rss_gb" in line)
+    return rows, peak
+
+
+def median(rows, key):
+    return statistics.median(row[key] for row in rows[1:])
+
+
+def main():
+    out = Path(sys.argv[1])
+    for dtype in sys.argv[2:]:
+        mine, my_peak = ours(out / f"ours_{dtype}" / "metrics.jsonl")
+        theirs, their_peak = trl(out / f"trl_{dtype}.jsonl")
+        print(f"\n{dtype}: median of steps 2..{len(mine)} (this library) and 2..{len(theirs)} (TRL)")
+        print(f"{'':24}{'this library':>14}{'TRL':>12}{'TRL / ours':>12}")
+        for key in ("step_s", "gen_s", "score_s", "logprob_s", "update_s", "completion_tokens"):
+            a, b = median(mine, key), median(theirs, key)
+            print(f"{key:24}{a:14.3f}{b:12.3f}{(b / a if a else float('nan')):12.2f}")
+        per_token = [median([{"x": r["step_s"] / max(r["completion_tokens"], 1)} for r in rows], "x")
+                     for rows in (mine, theirs)]
+        print(f"{'step_s per token (ms)':24}{per_token[0] * 1e3:14.2f}{per_token[1] * 1e3:12.2f}"
+              f"{per_token[1] / per_token[0]:12.2f}")
+        print(f"{'peak RSS (GB)':24}{my_peak:14.2f}{their_peak:12.2f}{their_peak / my_peak:12.2f}")
+
+
+if __name__ == "__main__":
+    main()

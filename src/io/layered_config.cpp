@@ -3,6 +3,8 @@
 // builds the located tree, the typed getters, merging and overrides share the private node representation.
 #include <grpo/core/error.hpp>
 #include <grpo/io/layered_config.hpp>
+
+#include <grpo/core/json_quote.hpp>
 #include <grpo/io/read_file.hpp>
 
 #include <fmt/format.h>
@@ -376,42 +378,6 @@ std::optional<ConfigNode> parse_yaml(std::string_view text, const std::string& s
 // ---------------------------------------------------------------------------------------------------------------
 // JSON output.
 
-void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;  // UTF-8 passes through
-        }
-    }
-  }
-  out += '"';
-}
-
 void append_json(std::string& out, const ConfigNode& node) {
   switch (node.kind()) {
     case ConfigNode::Kind::null:
@@ -434,7 +400,7 @@ void append_json(std::string& out, const ConfigNode& node) {
           return;
         }
       }
-      append_json_string(out, text);
+      append_json_quoted(out, text);
       return;
     }
     case ConfigNode::Kind::list: {
@@ -454,7 +420,7 @@ void append_json(std::string& out, const ConfigNode& node) {
       for (const auto& [key, value] : node.entries()) {
         if (!first) out += ',';
         first = false;
-        append_json_string(out, key);
+        append_json_quoted(out, key);
         out += ':';
         append_json(out, value);
       }

@@ -168,8 +168,11 @@ std::map<std::string, torch::Tensor> gguf_hf_state(const io::GgufFile& file, con
   return out;
 }
 
-CausalLM from_gguf(const std::filesystem::path& path, std::optional<torch::ScalarType> dtype, torch::Device device) {
-  const io::GgufFile file(path);
+namespace {
+
+/// The model of an opened GGUF file (from_gguf's work, shared with convert_gguf so the file is read once).
+CausalLM model_of(const io::GgufFile& file, std::optional<torch::ScalarType> dtype, torch::Device device) {
+  const std::filesystem::path& path = file.path();
   const ModelConfig config = gguf_model_config(file);
   const torch::ScalarType target = dtype.value_or(torch::kFloat32);
   const auto tensors = gguf_hf_state(file, config, target);
@@ -183,11 +186,17 @@ CausalLM from_gguf(const std::filesystem::path& path, std::optional<torch::Scala
   return model;
 }
 
+}  // namespace
+
+CausalLM from_gguf(const std::filesystem::path& path, std::optional<torch::ScalarType> dtype, torch::Device device) {
+  return model_of(io::GgufFile(path), dtype, device);
+}
+
 void convert_gguf(const std::filesystem::path& gguf, const std::filesystem::path& directory, torch::ScalarType dtype) {
   const io::GgufFile file(gguf);
   // The tokenizer first: a file without one is refused before anything is written.
   const text::HfTokenizerJson tokenizer = text::gguf_tokenizer_json(file);
-  const CausalLM model = from_gguf(gguf, dtype);
+  const CausalLM model = model_of(file, dtype, torch::kCPU);
   std::filesystem::create_directories(directory);
   save_pretrained(model, directory);
   io::write_file_atomically(directory / "tokenizer.json", [&](std::ostream& out) { out << tokenizer.tokenizer; });

@@ -341,6 +341,9 @@ OptionTable run_option_table(RunSettings& s) {
   add(make_option("eval_top_p", t.eval_top_p, "evaluation nucleus sampling", within(1e-6, 1.0)));
   add(make_option("eval_top_k", t.eval_top_k, "evaluation top-k sampling (0 = off)", at_least_zero()));
   add(make_option("eval_min_p", t.eval_min_p, "evaluation min-p sampling (0 = off)", within(0.0, 1.0)));
+  add(make_option("eval_greedy", t.eval_greedy,
+                  "each evaluation also decodes every held-out problem once greedily (eval/greedy_accuracy beside "
+                  "pass@1 at the evaluation temperature)"));
   add(make_option("validation_data", s.validation_data,
            "files whose rows are the held-out problems (ROLL's validation set), routed to domains like training "
            "rows; every training row then trains (--held-out is not used)"));

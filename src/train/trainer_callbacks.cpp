@@ -97,6 +97,7 @@ void ProgressLog::on_step_end(const GrpoTrainer& trainer, const StepReport& repo
 void ProgressLog::on_evaluation(const GrpoTrainer& /*trainer*/, const EvaluationReport& e) {
   fmt::print("eval step {:4d}: held-out accuracy {:.3f}  pass@{} {:.3f}  maj@{} {:.3f}  ({} problems)\n", e.step,
              e.all.mean_accuracy, e.all.k, e.all.pass_at_k, e.all.samples_per_problem, e.all.maj_at_n, e.all.problems);
+  if (e.greedy) fmt::print("eval step {:4d}: greedy accuracy {:.3f}\n", e.step, e.greedy->mean_accuracy);
   if (e.per_domain_rewards) {
     for (std::size_t d = 0; d < e.domain_names.size(); ++d) {
       const auto& de = e.per_domain[d];

@@ -844,6 +844,32 @@ std::map<std::string, std::string> read_config_yaml(const fs::path& output_dir) 
 /// A short tiny-task run: 2 steps of 4 prompts, a 4-problem evaluation.
 const std::string kQuick = "--steps 2 --prompts 4 --eval-every 0 --eval-problems 4 --eval-samples 1 --save-every 0 ";
 
+TEST_CASE("r1_zero --eval-greedy: a greedy decode per held-out problem beside the sampled pass@1", "[examples][config]") {
+  // 30 steps take the tiny task's greedy accuracy from 0 to about 0.47 (32 problems), so the checks below compare
+  // numbers that can differ.
+  const std::string base = "--steps 30 --eval-every 30 --eval-problems 32 --save-every 0 --eval-greedy ";
+  // At evaluation temperature 0 the sampled pass is itself greedy: the two accuracies are one number, twice.
+  const auto greedy_dir = scratch("eval_greedy_t0");
+  REQUIRE(r1_zero(base + "--eval-samples 2 --eval-temperature 0", greedy_dir).status == 0);
+  const auto greedy = read_metrics(greedy_dir);
+  CHECK(greedy.at(0).at("eval/greedy_accuracy") == greedy.at(0).at("eval/mean_accuracy"));
+  CHECK(greedy.at(30).at("eval/greedy_accuracy") == greedy.at(30).at("eval/mean_accuracy"));
+  CHECK(greedy.at(30).at("eval/greedy_accuracy") >= 0.25);  // measured 0.47
+  // The greedy pass does not depend on the evaluation temperature; at temperature 3 the samples are near chance.
+  const auto hot_dir = scratch("eval_greedy_t3");
+  const auto hot_run = r1_zero(base + "--eval-samples 2 --eval-temperature 3", hot_dir);
+  REQUIRE(hot_run.status == 0);
+  CHECK_THAT(hot_run.out, Catch::Contains("eval step   30: greedy accuracy"));
+  const auto hot = read_metrics(hot_dir);
+  CHECK(hot.at(0).at("eval/greedy_accuracy") == greedy.at(0).at("eval/greedy_accuracy"));
+  CHECK(hot.at(30).at("eval/greedy_accuracy") == greedy.at(30).at("eval/greedy_accuracy"));
+  CHECK(hot.at(30).at("eval/mean_accuracy") <= hot.at(30).at("eval/greedy_accuracy") - 0.2);  // measured 0.05
+  // Without the flag there is no greedy pass.
+  const auto plain_dir = scratch("eval_no_greedy");
+  REQUIRE(r1_zero("--steps 1 --prompts 4 --eval-every 0 --eval-problems 4 --save-every 0", plain_dir).status == 0);
+  CHECK(read_metrics(plain_dir).at(0).count("eval/greedy_accuracy") == 0);
+}
+
 TEST_CASE("r1_zero: the values of a loss recipe apply unless overridden (--loss gspo trains the GSPO clip range)",
           "[examples][config]") {
   const std::string& quick = kQuick;

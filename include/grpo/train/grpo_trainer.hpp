@@ -166,6 +166,9 @@ struct GrpoTrainerOptions {
   double eval_top_p = 1.0;
   std::int64_t eval_top_k = 0;
   double eval_min_p = 0.0;
+  /// evaluate() also decodes each held-out problem once greedily (temperature 0, the same length limit), besides
+  /// the eval_samples samples: greedy accuracy next to pass@1 at the evaluation temperature.
+  bool eval_greedy = false;
   std::uint64_t seed = 1;               ///< sampling seeds (by step, rank, round and chunk) and the checkpoint's seed
 
   /// Throws ConfigError naming the field: steps, P, mu, micro_batches, generation_chunks, eval_samples < 1, G < 2,
@@ -252,8 +255,11 @@ struct EvaluationReport {
   std::vector<EvalSummary> per_domain;
   std::vector<std::string> domain_names;
   bool per_domain_rewards = false;  ///< the scorer has per-domain reward sets (StepScorer::per_domain())
+  /// With TrainerOptions::eval_greedy: one greedy decode per problem (k = n = 1), over all and per domain.
+  std::optional<EvalSummary> greedy;
+  std::vector<EvalSummary> greedy_per_domain;
   /// "eval/mean_accuracy", "eval/pass@k", "eval/maj@n" and, with per-domain rewards, "eval/<d>/mean_accuracy" and
-  /// "eval/<d>/pass@k".
+  /// "eval/<d>/pass@k"; with a greedy pass "eval/greedy_accuracy" (and "eval/<d>/greedy_accuracy").
   Scalars scalars() const;
 };
 

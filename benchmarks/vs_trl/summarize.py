@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Reads run.sh's outputs (OUT/ours_<dtype>/metrics.jsonl, OUT/trl_<dtype>.jsonl) and prints, per dtype, the median
-over the steps after the first of each phase's seconds, seconds per completion token, peak RSS, and TRL / ours."""
+over the steps after the first of each phase's seconds, seconds per completion token, peak RSS, and TRL / ours; then
+both sides' loss and gradient on TRL's first batch (OUT/same_batch_<dtype>.json, from loss_on_batch)."""
 import json
 import statistics
 import sys
@@ -43,6 +44,15 @@ def main():
         print(f"{'step_s per token (ms)':24}{per_token[0] * 1e3:14.2f}{per_token[1] * 1e3:12.2f}"
               f"{per_token[1] / per_token[0]:12.2f}")
         print(f"{'peak RSS (GB)':24}{my_peak:14.2f}{their_peak:12.2f}{their_peak / my_peak:12.2f}")
+        same = out / f"same_batch_{dtype}.json"
+        if same.exists() and same.read_text().strip():
+            s = json.loads(same.read_text())
+            print(f"same batch ({s['rows']} rows, {s['tokens']:.0f} tokens): loss {s['loss']:.6g} vs TRL {s['trl_loss']:.6g}, "
+                  f"log-probs max |diff| {s['logp_max_abs_diff']:.3g} (mean {s['logp_mean_abs_diff']:.3g}), "
+                  f"grad norm {s['grad_norm']:.5g} vs {s['trl_grad_norm']:.5g}, "
+                  + ", ".join(f"{k.split('/', 1)[1]} rel. L2 {v:.3g}" for k, v in s.items()
+                              if k.startswith("grad_rel_l2/"))
+                  + ("" if s["within_tolerance"] else "  BEYOND TOLERANCE"))
 
 
 if __name__ == "__main__":

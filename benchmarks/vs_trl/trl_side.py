@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """TRL's GRPOTrainer (no vLLM, CPU) on the settings run.sh gives both sides; prints one JSON line per optimizer step:
 {"step", "step_s", "gen_s", "score_s", "logprob_s", "update_s", "completion_tokens", "loss"} and at the end
-{"peak_rss_gb"}. Phases: gen = GRPOTrainer._generate, score = _calculate_rewards, logprob = the rest of
+{"peak_rss_gb"}. With --dump-batch FILE, the first batch with a nonzero advantage (prompt and completion ids and masks,
+advantages), TRL's loss, per-token log-probs and gradients (before clipping) on it go to FILE (safetensors):
+loss_on_batch recomputes them with this library on the same weights. No file when every step's advantages are 0. Phases: gen = GRPOTrainer._generate, score = _calculate_rewards, logprob = the rest of
 _generate_and_score_completions (tokenising, old/ref log-probs when needed, advantages), update = training_step minus
 _prepare_inputs (forward, backward, optimizer).
 usage: trl_side.py MODEL_DIR PROMPTS.jsonl OUT_DIR --steps N --prompts P --group-size G --max-new-tokens T --lr LR
-                   --dtype fp32|bf16 --seed S --threads K"""
+                   --dtype fp32|bf16 --seed S --threads K [--dump-batch FILE]"""
 import argparse
 import json
 import re
@@ -31,6 +33,18 @@ def last_number(text):
     return numbers[-1].replace(",", "").rstrip(".") if numbers else None
 
 
+def save_first_batch(path, dump, model, step):
+    """A step's batch and what TRL computed on it; the gradients are read before the optimizer step (and before
+    clipping, which the Trainer applies after training_step): their global norm and two whole tensors."""
+    from safetensors.torch import save_file
+    grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    dump["grad_norm"] = torch.sqrt(sum(g.float().square().sum() for g in grads.values())).reshape(1)
+    for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.29.mlp.down_proj.weight"):
+        if name in grads:
+            dump["grad." + name] = grads[name].float()
+    save_file({k: v.contiguous() for k, v in dump.items()}, path, metadata={"step": str(step)})
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
@@ -40,6 +54,7 @@ def main():
                        ("lr", float), ("seed", int), ("threads", int)):
         parser.add_argument(f"--{name}", type=kind, required=True)
     parser.add_argument("--dtype", choices=("fp32", "bf16"), required=True)
+    parser.add_argument("--dump-batch")
     a = parser.parse_args()
     torch.set_num_threads(a.threads)
 
@@ -94,6 +109,27 @@ def main():
     trainer._generate_and_score_completions = counted
     step_method = trainer.training_step
     losses = []
+    dump, dumped = {}, []
+    if a.dump_batch:
+        compute_loss = trainer._compute_loss
+        token_logps = trainer._get_per_token_logps_and_entropies
+
+        def recorded_logps(*args, **kwargs):
+            out = token_logps(*args, **kwargs)
+            if not dumped and torch.is_grad_enabled():
+                dump["per_token_logps"] = out[0].detach().float().clone()
+            return out
+
+        def recorded_loss(model_, inputs):
+            loss = compute_loss(model_, inputs)
+            if not dumped:
+                for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages"):
+                    dump[key] = inputs[key].detach().clone()
+                dump["num_items_in_batch"] = inputs["num_items_in_batch"].detach().float().reshape(1)
+                dump["loss"] = loss.detach().float().reshape(1)
+            return loss
+        trainer._get_per_token_logps_and_entropies = recorded_logps
+        trainer._compute_loss = recorded_loss
 
     def step(*args, **kwargs):
         for key in timings:
@@ -106,6 +142,13 @@ def main():
                           "logprob_s": timings["gen_and_score"] - timings["gen"] - timings["score"],
                           "update_s": total - timings["prepare"], "completion_tokens": timings["tokens"],
                           "loss": float(loss)}), flush=True)
+        # The first batch with a nonzero advantage is the one saved. The steps before it had all-zero advantages,
+        # hence zero gradients, which move AdamW by exactly 0 (weight decay 0): the weights are still the loaded ones.
+        if a.dump_batch and not dumped:
+            if bool(dump["advantages"].ne(0).any()):
+                save_first_batch(a.dump_batch, dump, trainer.model, len(losses) + 1)
+                dumped.append(True)
+            dump.clear()
         losses.append(float(loss))
         return loss
     trainer.training_step = step

@@ -53,6 +53,12 @@ def main():
                   + ", ".join(f"{k.split('/', 1)[1]} rel. L2 {v:.3g}" for k, v in s.items()
                               if k.startswith("grad_rel_l2/"))
                   + ("" if s["within_tolerance"] else "  BEYOND TOLERANCE"))
+            if "ours_vs_fp32_logp_mean_abs" in s:
+                print(f"  distance from this library's fp32 result: log-probs mean |diff| ours "
+                      f"{s['ours_vs_fp32_logp_mean_abs']:.3g}, TRL {s['trl_vs_fp32_logp_mean_abs']:.3g}; "
+                      + ", ".join(f"{k.split('/', 1)[1]} rel. L2 ours {v:.3g}, TRL "
+                                  f"{s['trl_vs_fp32_grad_rel_l2/' + k.split('/', 1)[1]]:.3g}"
+                                  for k, v in s.items() if k.startswith("ours_vs_fp32_grad_rel_l2/")))
 
 
 if __name__ == "__main__":

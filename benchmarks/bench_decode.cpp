@@ -8,8 +8,14 @@
 //                         (models/cpu_kernels.hpp) where the CPU has AVX512-BF16
 //   decode_steps_bf16_libtorch/B  the same bf16 steps on LibTorch's operators (the generic kernel path forced):
 //                         the plain baseline of the kernels, in the same run
+// The sampler's draw of one token per row (argmax p / E, E ~ Exp(1)) at Qwen2's 151,936-token vocabulary, the
+// softmax given, per decode step, beside the bound of reading p once (B·V·4 bytes at the measured bandwidth):
+//   race_generator/B      a [B, V] exponential tensor from the generator, then the argmax (the draw before keyed noise)
+//   race_keyed/B          keyed_race: Philox per (row key, sample, position, token) fused with the race (the CPU path)
+//   race_keyed_tensors/B  the keyed noise in tensor operations, then the argmax (what another device runs)
 #include <grpo/logprob/kernel_path.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/policy/keyed_noise.hpp>
 #include <grpo/policy/sampler.hpp>
 
 #include <support/bench_support.hpp>
@@ -113,11 +119,45 @@ void decode_steps_bf16_libtorch(benchmark::State& state) {
   run_decode_steps(state, bf16_model(), grpo::KernelPath::generic);
 }
 
+enum class Race { generator, keyed, keyed_tensors };
+
+void run_race(benchmark::State& state, Race race) {
+  const int64_t batch = state.range(0), vocab = 151936;
+  torch::manual_seed(1);
+  const auto probs = torch::softmax(torch::randn({batch, vocab}) * 2.0, -1);
+  auto generator = grpo::seeded_generator(torch::kCPU, 1);
+  std::vector<int64_t> key_values;
+  for (int64_t b = 0; b < batch; ++b) key_values.push_back(static_cast<int64_t>(grpo::prompt_noise_key(1, b / 8)));
+  const auto keys = torch::tensor(key_values, torch::kInt64), samples = torch::arange(batch).remainder(8);
+  int64_t position = 0;
+  for (auto _ : state) {
+    torch::Tensor token;
+    if (race == Race::generator) {
+      token = probs.div(torch::empty({batch, vocab}).exponential_(1, generator)).argmax(-1);
+    } else if (race == Race::keyed) {
+      token = grpo::keyed_race(probs, keys, samples, position);
+    } else {
+      token = probs.div(grpo::keyed_exponential(keys, samples, position, vocab, torch::kCPU)).argmax(-1);
+    }
+    ++position;
+    benchmark::DoNotOptimize(token.data_ptr());
+  }
+  state.counters["bound_ms"] = static_cast<double>(batch * vocab * 4) / measured_bandwidth() * 1e3;
+}
+
+void race_generator(benchmark::State& state) { run_race(state, Race::generator); }
+void race_keyed(benchmark::State& state) { run_race(state, Race::keyed); }
+void race_keyed_tensors(benchmark::State& state) { run_race(state, Race::keyed_tensors); }
+
 }  // namespace
 
 BENCHMARK(decode)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 BENCHMARK(decode_steps)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 BENCHMARK(decode_steps_bf16)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 BENCHMARK(decode_steps_bf16_libtorch)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+
+BENCHMARK(race_generator)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+BENCHMARK(race_keyed)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+BENCHMARK(race_keyed_tensors)->Arg(1)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 
 int main(int argc, char** argv) { return grpo::bench::run_benchmarks(argc, argv); }

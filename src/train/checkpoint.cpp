@@ -8,7 +8,7 @@
 #include <grpo/train/checkpoint.hpp>
 #include <grpo/train/distributed.hpp>
 
-#include "mix64.hpp"
+#include <grpo/core/mix64.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>

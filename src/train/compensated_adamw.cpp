@@ -8,7 +8,7 @@
 #include <cmath>
 #include <string>
 
-#include "mix64.hpp"
+#include <grpo/core/mix64.hpp>
 
 namespace grpo::train {
 namespace {

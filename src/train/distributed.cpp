@@ -24,7 +24,7 @@
 #endif
 
 #include "../core/torch_compat.hpp"
-#include "mix64.hpp"
+#include <grpo/core/mix64.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -3,6 +3,7 @@
 
 #include <torch/cuda.h>
 
+#include <grpo/core/mix64.hpp>
 #include <grpo/policy/decode.hpp>
 #include <grpo/train/optimizer_step.hpp>
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 namespace grpo::train {
 namespace {
@@ -309,11 +311,18 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
                "PromptSource::train_batch returned {} prompts for {} asked", all_problems.size(), round_prompts);
     const auto shard = shard_range(round_prompts, group_.rank(), group_.world_size());
     const std::vector<Problem> problems(all_problems.begin() + shard.begin, all_problems.begin() + shard.end);
-    const std::uint64_t sample_seed = ((options_.seed * 1000003 + static_cast<std::uint64_t>(step)) * 131 +
-                                       static_cast<std::uint64_t>(group_.rank())) ^
-                                      (round * 0x9E3779B97F4A7C15ULL);
-    // Chunks of the shard's prompts, each sampled with its own seed (chunk 0's is the unchunked run's); a prefetching
-    // scorer scores chunk k while chunk k + 1 is sampled.
+    // Keyed noise: one stream per step and round, each prompt keyed by its index in the round's global batch, so
+    // neither the ranks nor the chunks change a completion. The generator: a seed per rank and chunk (chunk 0's is
+    // the unchunked run's).
+    const bool keyed = options_.sampling.noise == SamplingNoise::keyed;
+    const std::uint64_t sample_seed =
+        keyed ? SplitMix64{(options_.seed * 1000003 + static_cast<std::uint64_t>(step)) ^
+                           (round * 0x9E3779B97F4A7C15ULL)}
+                    .next()
+              : ((options_.seed * 1000003 + static_cast<std::uint64_t>(step)) * 131 +
+                 static_cast<std::uint64_t>(group_.rank())) ^
+                    (round * 0x9E3779B97F4A7C15ULL);
+    // Chunks of the shard's prompts; a prefetching scorer scores chunk k while chunk k + 1 is sampled.
     ScoringRound scoring = scorer_.round();
     std::vector<Rollout> chunks;
     std::vector<Completion> round_batch;
@@ -322,12 +331,16 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
       const auto begin = static_cast<std::size_t>(shard.size() * c / chunk_count);
       const auto end = static_cast<std::size_t>(shard.size() * (c + 1) / chunk_count);
       const std::span<const Problem> part = std::span<const Problem>(problems).subspan(begin, end - begin);
+      std::vector<std::uint64_t> keys(part.size());
+      std::iota(keys.begin(), keys.end(), static_cast<std::uint64_t>(shard.begin) + begin);
       const auto sampling_started = std::chrono::steady_clock::now();
       chunks.push_back(generator_->generate(
           {.problems = part,
            .group_size = group_size,
            .sampling = sampling_options(stage.max_new_tokens,
-                                        sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL))}));
+                                        keyed ? sample_seed
+                                              : sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL)),
+           .prompt_keys = std::move(keys)}));
       out.generation_seconds += seconds_since(sampling_started);
       auto chunk_batch = completions_of(chunks.back(), part, group_size);
       for (Completion& completion : chunk_batch) completion.group += begin;  // index into this round's problems
@@ -453,7 +466,8 @@ void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
   // every completion of that prompt.
   SamplerOptions sampling = sampling_options(context_.current().max_new_tokens, options_.sampling.seed);
   sampling.temperature = 0.0;
-  const Rollout greedy = generator_->generate({.problems = batch.problems, .group_size = 1, .sampling = sampling});
+  const Rollout greedy =
+      generator_->generate({.problems = batch.problems, .group_size = 1, .sampling = sampling, .prompt_keys = {}});
   const std::vector<Completion> completions = completions_of(greedy, batch.problems, 1);
   const StepScores scores = scorer_.round().scores(completions, shaping());
   std::vector<double> baselines(static_cast<std::size_t>(batch.rows()));

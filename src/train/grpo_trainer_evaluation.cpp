@@ -65,7 +65,7 @@ EvaluationReport GrpoTrainer::evaluate(std::int64_t step, std::int64_t max_new_t
     const std::int64_t chunk = std::max<std::int64_t>(1, kEvaluationRows / k);
     const Rollout all = problems.empty() ? Rollout{}
                                          : generator_->generate({.problems = problems, .group_size = k,
-                                                                 .sampling = with, .max_rows = kEvaluationRows});
+                                                                 .sampling = with, .prompt_keys = {}, .max_rows = kEvaluationRows});
     for (std::size_t start = 0; start < problems.size(); start += static_cast<std::size_t>(chunk)) {
       const std::size_t count = std::min(problems.size() - start, static_cast<std::size_t>(chunk));
       const std::span<const Problem> part = std::span<const Problem>(problems).subspan(start, count);

@@ -4,7 +4,7 @@
 #include <grpo/loss/grpo_loss.hpp>
 #include <grpo/train/distributed.hpp>
 
-#include "mix64.hpp"
+#include <grpo/core/mix64.hpp>
 
 #include <fmt/format.h>
 

@@ -142,6 +142,10 @@ OptionTable run_option_table(RunSettings& s) {
   add(make_option("top_p", t.sampling.top_p, "nucleus sampling", within(1e-6, 1.0)));
   add(make_option("top_k", t.sampling.top_k, "top-k sampling (0 = off)", at_least_zero()));
   add(make_option("min_p", t.sampling.min_p, "min-p sampling (0 = off)", within(0.0, 1.0)));
+  add(enum_option("sampling_noise", t.sampling.noise,
+                  "keyed (a completion depends only on its seed, step, prompt and sample: the same with any number of "
+                  "ranks, chunks or device) or generator (one noise tensor per batch and step, the draws before keyed "
+                  "noise)"));
   // The objective: the recipe, then the values that override it.
   add(with_aliases(named("loss", s.loss, "loss recipe: grpo, dr_grpo, dapo, gspo or cispo (recipes.hpp)",
                          [](const std::string& v) { recipes::by_name(v, 1); }),

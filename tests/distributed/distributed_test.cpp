@@ -8,8 +8,10 @@
 #include <grpo/loss/recipes.hpp>
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/train/distributed.hpp>
+#include <grpo/train/grpo_trainer.hpp>
 
 #include <support/process_testing.hpp>
+#include <support/token_prompt_source.hpp>
 #include "support/model_testing.hpp"
 #include "support/tensor_testing.hpp"
 
@@ -285,6 +287,128 @@ TEST_CASE("distributed worker train", "[.worker]") {
   }
 }
 
+// GrpoTrainer steps on two ranks against one process on the same global batch (5 prompts: 3 + 2), for every
+// advantage estimator (group-relative and token-level, with whitening) and several losses, in float64: the
+// completions are token-identical (keyed sampling noise), and the advantages of each rank's rows, the loss and the
+// updated weights equal the single process's to 1e-9.
+struct SuccessorSource final : grpo::testing::TokenPromptSource {  // prompt [t]: right when the first token is t + 1
+  std::vector<gt::Problem> train_batch(std::int64_t step, std::int64_t count) override {
+    std::vector<gt::Problem> out;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t t = 1 + (step * 7 + i * 3) % 5;
+      out.push_back({.prompt_ids = {t, (t + i) % 6}, .prompt_text = std::to_string(t),
+                     .row = std::make_shared<const grpo::rewards::Row>(
+                         grpo::rewards::Row{{"answer", std::to_string(t + 1)}})});
+    }
+    return out;
+  }
+};
+
+gt::StepScorer successor_scorer() {  // 1 for the right first token, plus 0.1 per completion character (spread)
+  auto reward = grpo::rewards::make_reward("accuracy", [](const grpo::rewards::Completion& c) {
+    const bool right = !c.text.empty() && c.text.substr(0, 1) == c.row->text("answer").value_or("");
+    return (right ? 1.0 : 0.0) + 0.1 * static_cast<double>(c.text.size());
+  });
+  return gt::StepScorer(grpo::rewards::RewardSet({{reward, 1.0}}));
+}
+
+struct ScaleCase {
+  std::string name;
+  std::function<void(gt::GrpoTrainerOptions&)> configure;
+};
+
+std::vector<ScaleCase> scale_cases() {
+  std::vector<ScaleCase> cases;
+  for (const char* estimator : {"grpo", "dr_grpo", "group_mean_batch_std", "rloo", "reinforce_pp_baseline", "gpg",
+                                "pass_at_k", "reinforce_pp", "remax", "optimal_token_baseline"}) {
+    cases.push_back({std::string("advantage ") + estimator,
+                     [estimator](gt::GrpoTrainerOptions& o) { gt::select_advantage(o, estimator); }});
+  }
+  cases.push_back({"grpo, whitened", [](gt::GrpoTrainerOptions& o) { o.whiten_advantages = true; }});
+  cases.push_back({"reinforce_pp, whitened, KL in the reward", [](gt::GrpoTrainerOptions& o) {
+                     gt::select_advantage(o, "reinforce_pp");
+                     o.whiten_advantages = true;
+                     o.kl_in_reward.beta = 0.05;
+                   }});
+  cases.push_back({"GDPO batch z-score", [](gt::GrpoTrainerOptions& o) {
+                     o.advantage.aggregation = grpo::RewardAggregation::normalize_then_sum;
+                   }});
+  for (const char* loss : {"grpo", "dr_grpo", "gspo", "cispo"}) {
+    cases.push_back({std::string("loss ") + loss, [loss](gt::GrpoTrainerOptions& o) {
+                       o.loss = grpo::recipes::by_name(loss, o.sampling.max_new_tokens);
+                       o.loss.beta = 0.04;  // and a reference
+                     }});
+  }
+  return cases;
+}
+
+struct ScaleRun {
+  SuccessorSource source;
+  gt::StepScorer scorer = successor_scorer();
+  grpo::models::CausalLM model;
+  std::unique_ptr<gt::GrpoTrainer> trainer;
+  ScaleRun(gt::ProcessGroup& group, const ScaleCase& c)
+      : model((torch::manual_seed(3),
+               grpo::models::CausalLM(grpo::testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32})))) {
+    model->to(torch::kFloat64);
+    gt::GrpoTrainerOptions o{.steps = 2, .prompts_per_step = kPrompts, .group_size = 4, .seed = 9};
+    o.sampling.max_new_tokens = 4;
+    o.loss = grpo::recipes::dapo();
+    o.learning_rate = 0.1;
+    o.micro_batches = 2;
+    c.configure(o);
+    trainer = std::make_unique<gt::GrpoTrainer>(model, source, scorer, group, o);
+  }
+};
+
+TEST_CASE("distributed worker trainer", "[.worker]") {
+  run_worker([] {
+    auto pg = gt::ProcessGroup::from_env(worker_options());
+    REQUIRE(pg.world_size() == 2);
+    gt::ProcessGroup solo{gt::ProcessGroupOptions{}};
+    const gt::ShardRange range = gt::shard_range(kPrompts, pg.rank(), pg.world_size());
+    for (const ScaleCase& c : scale_cases()) {
+      INFO(c.name);
+      ScaleRun ranks(pg, c), one(solo, c);
+      for (std::int64_t step = 1; step <= 2; ++step) {
+        INFO("step " << step);
+        std::vector<gt::StepBatch> batches;
+        std::vector<grpo::AdvantageOutput> advantages;
+        std::vector<gt::StepReport> reports;
+        for (ScaleRun* run : {&ranks, &one}) {
+          run->trainer->begin_step(step);
+          batches.push_back(run->trainer->collect_groups(step));
+          advantages.push_back(run->trainer->advantages(batches.back()));
+          const gt::UpdateResult update = run->trainer->policy_update(batches.back(), advantages.back());
+          reports.push_back(run->trainer->finish_step(batches.back(), advantages.back(), update, 1.0));
+        }
+        const gt::StepBatch &mine = batches[0], &whole = batches[1];
+        const std::int64_t group = mine.group_size, first = range.begin * group;
+        REQUIRE(mine.rows() == range.size() * group);
+        REQUIRE(whole.rows() == kPrompts * group);
+        for (std::int64_t b = 0; b < mine.rows(); ++b) {  // token-identical completions
+          REQUIRE(mine.completions[static_cast<std::size_t>(b)].token_ids ==
+                  whole.completions[static_cast<std::size_t>(first + b)].token_ids);
+        }
+        const torch::Tensor a = advantages[0].advantages, e = advantages[1].advantages.narrow(0, first, mine.rows());
+        if (a.dim() == 1) {
+          GRPO_REQUIRE_CLOSE(a, e, 0.0, 1e-9);
+        } else {  // token-level: this rank's rows may be narrower (padded to its own longest completion)
+          GRPO_REQUIRE_CLOSE(a, e.narrow(1, 0, a.size(1)), 0.0, 1e-9);
+          REQUIRE(e.narrow(1, a.size(1), e.size(1) - a.size(1)).abs().sum().item<double>() == 0.0);
+        }
+        REQUIRE(advantages[1].advantages.abs().sum().item<double>() > 0.1);  // not a trivial step
+        for (const char* metric : {"loss", "reward", "frac_reward_zero_std", "grad_norm"}) {
+          INFO(metric);
+          const double got = reports[0].by_name.at(metric), expected = reports[1].by_name.at(metric);
+          REQUIRE(std::abs(got - expected) <= 1e-9 * std::max(1.0, std::abs(expected)));
+        }
+        require_parameters_close(ranks.model, one.model, /*grads=*/false);
+      }
+    }
+  });
+}
+
 TEST_CASE("distributed worker join", "[.worker]") {
   run_worker([] {
     auto pg = gt::ProcessGroup::from_env(worker_options());
@@ -486,6 +610,19 @@ TEST_CASE("two ranks: summed gradients, 10 AdamW steps, metrics and checkpoints 
   ranks.start("train", 1, 2);
   for (size_t r = 0; r < 2; ++r) {
     const auto result = ranks.wait(r, 60s);
+    INFO("rank " << r << " output:\n" << result.output);
+    REQUIRE(!result.timed_out);
+    REQUIRE(result.exit_code == 0);
+  }
+}
+
+TEST_CASE("two GrpoTrainer ranks equal one process on the same global batch for every estimator and loss",
+          "[distributed]") {
+  Ranks ranks("trainer");
+  ranks.start("trainer", 0, 2);
+  ranks.start("trainer", 1, 2);
+  for (size_t r = 0; r < 2; ++r) {
+    const auto result = ranks.wait(r, 300s);
     INFO("rank " << r << " output:\n" << result.output);
     REQUIRE(!result.timed_out);
     REQUIRE(result.exit_code == 0);

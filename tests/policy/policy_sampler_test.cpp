@@ -126,13 +126,13 @@ TEST_CASE("Sampler with a KV cache draws exactly what the cache-free path draws"
 }
 
 TEST_CASE("Shared prompt prefill and finished rows leaving the batch draw what torch::multinomial over the whole "
-          "batch draws (the sampler before either)", "[policy][sampler]") {
+          "batch draws (the sampler before either, with the generator's noise)", "[policy][sampler]") {
   auto model = tiny_model(4);
   const std::vector<std::vector<int64_t>> prompts{{1, 2, 3}, {5, 6}};
   const int64_t group = 3, steps = 10, pad = 0;
   const std::vector<int64_t> eos{2, 7, 11};
   grpo::Sampler sampler({.temperature = 1.0, .max_new_tokens = steps, .eos_token_ids = eos, .pad_token_id = pad,
-                         .seed = 5});
+                         .seed = 5, .noise = grpo::SamplingNoise::generator});
   const auto r = sampler.generate(model, prompts, group);
   // By hand: the whole batch every step through the full forward, one multinomial draw per row.
   auto generator = at::make_generator<at::CPUGeneratorImpl>(5);

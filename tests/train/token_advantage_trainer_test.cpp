@@ -284,6 +284,39 @@ TEST_CASE("GrpoTrainer: the optimal token baseline gets the rollout policy's Σ�
   CHECK(std::isfinite(trainer.finish_step(batch, adv, update, 1.0).by_name.at("loss")));
 }
 
+TEST_CASE("GrpoTrainer: with a sampler correction the optimal token baseline weighs W by the squared IS weights "
+          "(verl rollout_is_weights)", "[train][trainer]") {
+  // Top-k sampling with the sampling distribution's log-probs: the sampler's probabilities are renormalised over the
+  // kept tokens, so ρ = π_rollout / π_sampler < 1 and the truncated weights are far from 1.
+  Run run([](train::GrpoTrainerOptions& o) {
+    train::select_advantage(o, "otb");
+    o.sampling.top_k = 3;
+    o.sampling.log_probs = SamplerLogProbs::sampling_distribution;
+    o.loss.sampler_correction = {.mode = SamplerCorrectionMode::token_truncate, .clip_max = 2.0};
+  });
+  auto& trainer = *run.trainer;
+  trainer.begin_step(1);
+  const auto batch = trainer.collect_groups(1);
+  const auto adv = trainer.advantages(batch);
+  // By hand: ρ_t = exp(old_t − sampler_t) clamped to 2, from the batch's own log-probs.
+  const auto valid = batch.rollout.completion_mask != 0;
+  const auto rho = (batch.old_log_probs.to(torch::kFloat64) - batch.rollout.sampler_log_probs.to(torch::kFloat64))
+                       .exp()
+                       .clamp_max(2.0)
+                       .masked_fill(~valid, 1.0);
+  CHECK((rho.masked_select(valid) < 0.95).any().item<bool>());
+  std::vector<double> totals;
+  for (const auto& t : batch.totals) totals.push_back(t ? static_cast<double>(*t) : NAN);
+  const auto rewards = outcome_token_rewards(torch::tensor(totals, torch::kFloat64), valid);
+  const auto groups = torch::arange(batch.rows(), torch::kLong).div(batch.group_size, "floor");
+  const auto weighted =
+      optimal_token_baseline_advantages(rewards, valid, groups, batch.old_log_probs, batch.sum_pi_squared, rho);
+  const auto unweighted =
+      optimal_token_baseline_advantages(rewards, valid, groups, batch.old_log_probs, batch.sum_pi_squared);
+  CHECK(torch::allclose(adv.advantages, weighted, 1e-9, 1e-12));
+  CHECK((adv.advantages - unweighted).abs().max().item<double>() > 1e-3);
+}
+
 TEST_CASE("select_advantage: one name picks one estimator, and bad names list both kinds", "[train][trainer]") {
   train::GrpoTrainerOptions o;
   train::select_advantage(o, "remax");

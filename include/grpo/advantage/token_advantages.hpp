@@ -122,9 +122,10 @@ inline torch::Tensor kl_shaped_token_rewards(const torch::Tensor& token_rewards,
 }
 
 /// REINFORCE++ (Hu 2025; verl compute_reinforce_plus_plus_outcome_advantage): returns G_t = r_t + γ·G_{t+1} with the
-/// running return reset after every masked position, whitened over the valid tokens of the batch. gamma in [0, 1].
+/// running return reset after every masked position, whitened over the valid tokens of the batch (every rank's with
+/// a batch_sum: masked_whiten.hpp). gamma in [0, 1].
 inline torch::Tensor reinforce_pp_advantages(const torch::Tensor& token_rewards, const torch::Tensor& mask,
-                                             double gamma = 1.0) {
+                                             double gamma = 1.0, const BatchSum& batch_sum = {}) {
   constexpr std::string_view kWhat = "reinforce_pp_advantages";
   detail::check_token_inputs(token_rewards, "token_rewards", mask, kWhat);
   GRPO_CHECK_CONFIG(gamma >= 0.0 && gamma <= 1.0, "{}: gamma must be in [0, 1], got {}", kWhat, gamma);
@@ -139,7 +140,7 @@ inline torch::Tensor reinforce_pp_advantages(const torch::Tensor& token_rewards,
     returns.select(1, t).copy_(running);
     running = running * m.select(1, t);  // verl: reset after EOS
   }
-  return masked_whiten(returns, m) * m;
+  return masked_whiten(returns, m, 1e-8, batch_sum) * m;
 }
 
 /// ReMax (Li et al. 2023; verl compute_remax_outcome_advantage): A_t = Σ_{t' ≥ t} m·r_t' − b_i·m_t, baselines [B] the

@@ -2,9 +2,11 @@
 // Sampler: G completions per prompt from any causal LM, with a KV cache when the model offers one.
 #pragma once
 
+#include <grpo/core/enum_names.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/core/seeded_generator.hpp>
 #include <grpo/policy/causal_lm_concepts.hpp>
+#include <grpo/policy/keyed_noise.hpp>
 #include <grpo/policy/rollout.hpp>
 
 #include <torch/torch.h>
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 namespace grpo {
@@ -39,6 +42,26 @@ enum class SamplerLogProbs {
   sampling_distribution,
 };
 
+/// Where the race's exponential noise comes from (the draw itself, argmax p / E with E ~ Exp(1), is the same).
+enum class SamplingNoise {
+  /// A pure function of (seed, prompt key, sample index, position, vocabulary index) (keyed_noise.hpp): a completion
+  /// depends only on its key and its logits, whatever else is in the batch, on any rank, chunk or device (default).
+  keyed,
+  /// One [B, V] exponential tensor per decode step from a generator seeded with SamplerOptions::seed (the sampler's
+  /// draws before keyed noise): a completion depends on the rows that share its batch.
+  generator,
+};
+
+namespace detail {
+inline constexpr EnumNames<SamplingNoise, 2> kSamplingNoiseNames{{
+    {SamplingNoise::keyed, "keyed"},
+    {SamplingNoise::generator, "generator"},
+}};
+}  // namespace detail
+
+/// "keyed" or "generator".
+GRPO_ENUM_NAMES(SamplingNoise, detail::kSamplingNoiseNames, "sampling noise", parse_sampling_noise);
+
 struct SamplerOptions {
   /// Logits are divided by it before sampling (the same division Policy applies). 0 = greedy decoding.
   double temperature = 1.0;
@@ -54,7 +77,10 @@ struct SamplerOptions {
   std::vector<int64_t> eos_token_ids;
   /// Fills prompt left-padding and completion right-padding.
   int64_t pad_token_id = 0;
+  /// The noise's stream: with keyed noise, the Philox keys are prompt_noise_key(seed, prompt key).
   uint64_t seed = 0;
+  /// See SamplingNoise.
+  SamplingNoise noise = SamplingNoise::keyed;
   /// See SamplerLogProbs.
   SamplerLogProbs log_probs = SamplerLogProbs::full_distribution;
 
@@ -82,22 +108,29 @@ class Sampler {
   const SamplerOptions& options() const { return options_; }
 
   /// prompts: P token-id lists (each non-empty, ids in [0, V)); returns B = P·G completions, row p·G + g.
+  /// prompt_keys: with keyed noise, prompt p's key (completion g of it draws the noise of (key, g)); empty: 0 … P − 1.
+  /// Give each prompt of a larger batch its index there, and any split of that batch into calls draws the same
+  /// completions.
   ///
   /// With a KV-cache model each prompt is prefilled once and its cache shared by its G completions (when the cache
   /// type has select_rows, as models::KvCache does), and a row that has finished leaves the decoding batch (its cache
-  /// rows dropped), so finished completions cost nothing. Neither changes what is drawn: the random numbers are those
-  /// of the whole batch at every step (see sample), so the completions equal the cache-free path's for a seed.
+  /// rows dropped), so finished completions cost nothing. Neither changes what is drawn (see sample), so the
+  /// completions equal the cache-free path's for a seed.
   template <typename ModelType>
-  Rollout generate(ModelType& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group_size) {
+  Rollout generate(ModelType& model, const std::vector<std::vector<int64_t>>& prompts, int64_t group_size,
+                   std::span<const std::uint64_t> prompt_keys = {}) {
     static_assert(CausalLanguageModel<ModelType>,
                   "grpo::Sampler::generate: Model must have forward(input_ids [B, T] int64, attention_mask [B, T]) "
                   "returning logits [B, T, V]");
     GRPO_CHECK(group_size >= 1, "Sampler::generate: group_size must be >= 1, got {}", group_size);
     GRPO_CHECK(!prompts.empty(), "Sampler::generate: no prompts");
+    GRPO_CHECK(prompt_keys.empty() || prompt_keys.size() == prompts.size(),
+               "Sampler::generate: {} prompt keys for {} prompts", prompt_keys.size(), prompts.size());
     torch::NoGradGuard no_grad;
     Rollout r;
     left_pad(prompts, group_size, r);
     const int64_t batch = r.prompt_ids.size(0);
+    set_row_keys(prompt_keys, static_cast<int64_t>(prompts.size()), group_size);
     auto finished = torch::zeros({batch}, torch::kBool);
     std::vector<torch::Tensor> tokens, masks, log_probs;
     // Keeps a step's draws ([B] tokens and log-probs; rows finished before it get pad, mask 0 and log-prob 0) and
@@ -132,7 +165,7 @@ class Sampler {
       }
       for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
         const auto real = finished.index_select(0, active).logical_not();  // the decoding rows not yet finished
-        auto [token, log_prob] = sample(logits.to(torch::kFloat32), active, batch);
+        auto [token, log_prob] = sample(logits.to(torch::kFloat32), active, batch, step);
         if (record(token, log_prob) || step + 1 == options_.max_new_tokens) break;
         // A row keeps decoding: its new token is real (a row that just ended leaves below, or is masked out).
         mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
@@ -154,7 +187,7 @@ class Sampler {
         auto ids = step == 0 ? r.prompt_ids : torch::cat({r.prompt_ids, torch::stack(tokens, 1)}, 1);
         auto logits = model->forward(ids, mask).select(1, -1);
         const auto real = finished.logical_not();
-        auto [token, log_prob] = sample(logits.to(torch::kFloat32), all, batch);
+        auto [token, log_prob] = sample(logits.to(torch::kFloat32), all, batch, step);
         if (record(token, log_prob)) break;
         mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
       }
@@ -202,6 +235,18 @@ class Sampler {
     }
   }
 
+  /// The Philox key and sample index of each of the B rows (keyed noise).
+  void set_row_keys(std::span<const std::uint64_t> prompt_keys, int64_t prompts, int64_t group_size) {
+    row_keys_ = torch::empty({prompts * group_size}, torch::kInt64);
+    row_samples_ = torch::arange(group_size, torch::kInt64).repeat({prompts});
+    auto keys = row_keys_.accessor<int64_t, 1>();
+    for (int64_t p = 0; p < prompts; ++p) {
+      const std::uint64_t key =
+          prompt_noise_key(options_.seed, prompt_keys.empty() ? static_cast<std::uint64_t>(p) : prompt_keys[p]);
+      for (int64_t g = 0; g < group_size; ++g) keys[p * group_size + g] = static_cast<int64_t>(key);
+    }
+  }
+
   torch::Tensor is_eos(const torch::Tensor& token) const {
     auto eos = torch::zeros_like(token, torch::kBool);
     for (int64_t id : options_.eos_token_ids) eos = eos | (token == id);
@@ -212,13 +257,14 @@ class Sampler {
     torch::Tensor token, log_prob;  // [B] int64, [B] float32
   };
 
-  /// One token for each of the `rows` ([A] int64 CPU indices into the batch of B) from their logits [A, V] (fp32, on
-  /// the model's device, where all of the filtering and drawing runs); returns [B] tokens and log-probs on the CPU
-  /// (the only per-token transfer: A tokens and A log-probs), pad and 0 for the rows not drawn. Drawing is
-  /// torch::multinomial's for one sample without replacement, done here for the whole batch: argmax(p / q),
-  /// q ~ Exp(1) over [B, V] in row order, so the numbers drawn, and each row's token, do not depend on which rows are
-  /// still decoding.
-  Sample sample(const torch::Tensor& logits, const torch::Tensor& cpu_rows, int64_t batch) {
+  /// One token for each of the `rows` ([A] int64 CPU indices into the batch of B) at decode position `position` from
+  /// their logits [A, V] (fp32, on the model's device, where all of the filtering and drawing runs); returns [B]
+  /// tokens and log-probs on the CPU (the only per-token transfer: A tokens and A log-probs), pad and 0 for the rows
+  /// not drawn. Drawing is torch::multinomial's for one sample without replacement: argmax(p / q), q ~ Exp(1). With
+  /// keyed noise q is the row's keyed_exponential at this position (keyed_race); with the generator it is drawn over
+  /// [B, V] in row order for the whole batch. Either way a row's token does not depend on which rows are still
+  /// decoding.
+  Sample sample(const torch::Tensor& logits, const torch::Tensor& cpu_rows, int64_t batch, int64_t position) {
     const auto rows = cpu_rows.to(logits.device());
     const double t = options_.temperature > 0 ? options_.temperature : 1.0;
     auto scaled = logits / t;
@@ -251,8 +297,14 @@ class Sampler {
       auto threshold = std::get<0>(probs.max(-1, /*keepdim=*/true)) * options_.min_p;
       filtered.masked_fill_(probs < threshold, minus_inf);
     }
-    auto noise = exponential_noise(batch, vocab, logits.device()).index_select(0, rows);
-    auto token = torch::softmax(filtered, -1).div(noise).argmax(-1);
+    torch::Tensor token;
+    if (options_.noise == SamplingNoise::keyed) {
+      token = keyed_race(torch::softmax(filtered, -1), row_keys_.index_select(0, cpu_rows),
+                         row_samples_.index_select(0, cpu_rows), position);
+    } else {
+      auto noise = exponential_noise(batch, vocab, logits.device()).index_select(0, rows);
+      token = torch::softmax(filtered, -1).div(noise).argmax(-1);
+    }
     const auto& source =
         options_.log_probs == SamplerLogProbs::full_distribution ? full_log_probs : torch::log_softmax(filtered, -1);
     return {scatter(token, tokens), scatter(source.gather(-1, token.unsqueeze(-1)).squeeze(-1), zeros)};
@@ -273,6 +325,7 @@ class Sampler {
   SamplerOptions options_;
   at::Generator generator_;
   at::Generator device_generator_;  // for a model on another device than the CPU, made on first use
+  torch::Tensor row_keys_, row_samples_;  // [B] int64 each: the Philox key and sample index of each row
 };
 
 }  // namespace grpo

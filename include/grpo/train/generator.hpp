@@ -29,13 +29,19 @@ namespace grpo::train {
 /// One generation call: `group_size` completions of each problem, sampled as `sampling` says. The trainer fills
 /// every field of `sampling` (the run's temperature — 0 for ReMax's greedy completions — and filters, the stage's
 /// completion limit, the prompt source's stop ids and padding id, and a seed that depends on the step, rank, round
-/// and chunk); a generator honours what it can and documents what it does not.
+/// and round, the same on every rank and for every chunk) and the problems' keys; a generator honours what it can and
+/// documents what it does not.
 struct GenerationRequest {
   std::span<const Problem> problems;
   std::int64_t group_size = 1;
   SamplerOptions sampling;
-  /// > 0: generate at most this many rows at a time (a memory bound, as evaluation sets it), one random stream
-  /// continuing across the pieces; 0: all rows at once.
+  /// problems[p]'s key for keyed sampling noise (SamplingNoise::keyed): its index in the step's whole batch over all
+  /// ranks (or in the held-out set), so that how the batch is split into ranks, chunks and calls changes no
+  /// completion. Empty: 0 … problems.size() − 1.
+  std::vector<std::uint64_t> prompt_keys;
+  /// > 0: generate at most this many rows at a time (a memory bound, as evaluation sets it); the pieces draw what one
+  /// call would (keyed noise by the problems' keys; the generator's one stream continuing across them). 0: all rows
+  /// at once.
   std::int64_t max_rows = 0;
 };
 
@@ -68,14 +74,21 @@ class SamplerGenerator final : public Generator {
     torch::NoGradGuard no_grad;
     Sampler sampler(request.sampling);
     const auto problems = static_cast<std::int64_t>(request.problems.size());
+    GRPO_CHECK(request.prompt_keys.empty() || static_cast<std::int64_t>(request.prompt_keys.size()) == problems,
+               "GenerationRequest: {} prompt_keys for {} problems", request.prompt_keys.size(), problems);
+    std::vector<std::uint64_t> keys = request.prompt_keys;
+    if (keys.empty()) {
+      for (std::int64_t p = 0; p < problems; ++p) keys.push_back(static_cast<std::uint64_t>(p));
+    }
     const std::int64_t per_piece =
         request.max_rows > 0 ? std::max<std::int64_t>(1, request.max_rows / request.group_size) : problems;
-    if (per_piece >= problems) return sampler.generate(model_, prompt_ids(request.problems), request.group_size);
+    if (per_piece >= problems) return sampler.generate(model_, prompt_ids(request.problems), request.group_size, keys);
     std::vector<Rollout> pieces;
     for (std::int64_t start = 0; start < problems; start += per_piece) {
-      const auto piece = request.problems.subspan(static_cast<std::size_t>(start),
-                                                  static_cast<std::size_t>(std::min(per_piece, problems - start)));
-      pieces.push_back(sampler.generate(model_, prompt_ids(piece), request.group_size));
+      const auto size = static_cast<std::size_t>(std::min(per_piece, problems - start));
+      const auto piece = request.problems.subspan(static_cast<std::size_t>(start), size);
+      pieces.push_back(sampler.generate(model_, prompt_ids(piece), request.group_size,
+                                        std::span<const std::uint64_t>(keys).subspan(static_cast<std::size_t>(start), size)));
     }
     return concat_rollouts(pieces, request.sampling.pad_token_id);
   }

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// 64-bit mixing shared by the data-parallel sources: splitmix64 for seeds and hash finalising, FNV-1a for strings.
+// 64-bit mixing shared by the data-parallel sources and the keyed sampling noise: splitmix64 for seeds and hash
+// finalising, FNV-1a for strings.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace grpo::train {
+namespace grpo {
 
 // splitmix64 (Steele, Lea, Flood 2014): mixes a 64-bit state into a well-spread value.
 struct SplitMix64 {
@@ -25,4 +26,4 @@ inline int64_t string_hash(const std::string& text) {
   return static_cast<int64_t>(h);
 }
 
-}  // namespace grpo::train
+}  // namespace grpo

@@ -9,6 +9,7 @@
 #include <grpo/loss/recipes.hpp>
 #include <grpo/models/attention.hpp>
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/policy/keyed_noise.hpp>
 #include <grpo/policy/sampler.hpp>
 #include <grpo/train/distributed.hpp>
 #include <grpo/train/grpo_trainer.hpp>
@@ -111,9 +112,34 @@ TEST_CASE("blocked attention and a model on a GPU equal the CPU, and the sampler
       second({.temperature = 1.0, .max_new_tokens = 5, .seed = 9});
   const auto a = first.generate(model, {{1, 2, 3}, {4, 5}}, 2), b = second.generate(model, {{1, 2, 3}, {4, 5}}, 2);
   REQUIRE(a.completion_ids.sizes() == torch::IntArrayRef({4, 5}));
-  REQUIRE(torch::equal(a.completion_ids, b.completion_ids));  // the device generator is seeded
+  REQUIRE(torch::equal(a.completion_ids, b.completion_ids));  // keyed by seed, prompt and sample
   REQUIRE(a.completion_ids.min().item<int64_t>() >= 0);
   REQUIRE(a.completion_ids.max().item<int64_t>() < 32);
+}
+
+TEST_CASE("keyed sampling noise on a GPU is the CPU's: the same exponentials, the same race, the same completions",
+          "[cuda]") {
+  require_gpu();
+  const std::vector<std::int64_t> key_values{static_cast<std::int64_t>(grpo::prompt_noise_key(5, 0)),
+                                             static_cast<std::int64_t>(grpo::prompt_noise_key(5, 1)), -1, 0};
+  const auto keys = torch::tensor(key_values, torch::kInt64), samples = torch::tensor({0, 1, 2, 70000}, torch::kInt64);
+  const std::int64_t vocab = 151936;
+  const auto cpu = grpo::keyed_exponential(keys, samples, 3, vocab, torch::kCPU);
+  const auto gpu = grpo::keyed_exponential(keys, samples, 3, vocab, kCuda).cpu();
+  GRPO_REQUIRE_CLOSE(gpu, cpu, 2.4e-7, 0.0);  // the same bits; the two float32 logs to an ulp
+  torch::manual_seed(2);
+  const auto probs = torch::softmax(torch::randn({4, vocab}) * 3.0, -1);
+  REQUIRE(torch::equal(grpo::keyed_race(probs.to(kCuda), keys, samples, 3).cpu(),
+                       grpo::keyed_race(probs, keys, samples, 3)));
+
+  // A float64 model whose logits agree on both devices to 1e-10: the same completions, keyed by prompt and sample.
+  auto model = grpo::testing::random_fp64_model(
+      grpo::testing::tiny_model_config({.vocab = 32, .hidden = 16, .intermediate = 32, .layers = 2, .heads = 4}), 4);
+  const grpo::SamplerOptions options{.temperature = 1.0, .max_new_tokens = 6, .top_p = 0.95, .seed = 9};
+  const auto on_cpu = grpo::Sampler(options).generate(model, {{1, 2, 3}, {4, 5}}, 3);
+  model->to(kCuda);
+  const auto on_gpu = grpo::Sampler(options).generate(model, {{1, 2, 3}, {4, 5}}, 3);
+  REQUIRE(torch::equal(on_gpu.completion_ids, on_cpu.completion_ids));
 }
 
 namespace {

@@ -26,6 +26,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <thread>
 
 namespace {
@@ -330,6 +331,10 @@ std::vector<ScaleCase> scale_cases() {
                      o.whiten_advantages = true;
                      o.kl_in_reward.beta = 0.05;
                    }});
+  cases.push_back({"DAPO dynamic sampling (G 2: rounds drop groups without spread)", [](gt::GrpoTrainerOptions& o) {
+                     o.group_size = 2;
+                     o.dynamic_sampling_max_rounds = 4;
+                   }});
   cases.push_back({"GDPO batch z-score", [](gt::GrpoTrainerOptions& o) {
                      o.advantage.aggregation = grpo::RewardAggregation::normalize_then_sum;
                    }});
@@ -370,6 +375,7 @@ TEST_CASE("distributed worker trainer", "[.worker]") {
     for (const ScaleCase& c : scale_cases()) {
       INFO(c.name);
       ScaleRun ranks(pg, c), one(solo, c);
+      double rounds = 0.0;  // dynamic sampling: the rounds of both steps
       for (std::int64_t step = 1; step <= 2; ++step) {
         INFO("step " << step);
         std::vector<gt::StepBatch> batches;
@@ -384,14 +390,36 @@ TEST_CASE("distributed worker trainer", "[.worker]") {
         }
         const gt::StepBatch &mine = batches[0], &whole = batches[1];
         const std::int64_t group = mine.group_size, first = range.begin * group;
-        REQUIRE(mine.rows() == range.size() * group);
-        REQUIRE(whole.rows() == kPrompts * group);
-        for (std::int64_t b = 0; b < mine.rows(); ++b) {  // token-identical completions
-          REQUIRE(mine.completions[static_cast<std::size_t>(b)].token_ids ==
-                  whole.completions[static_cast<std::size_t>(first + b)].token_ids);
+        if (ranks.trainer->options().dynamic_sampling_max_rounds > 0) {
+          // The rounds keep the same groups (their spread is summed over ranks), each rank its own share in round
+          // order: every completion of this rank is one of the single process's (prompt and tokens), and the ranks'
+          // rows add up to its rows.
+          std::multiset<std::vector<std::int64_t>> all;
+          for (const auto& c : whole.completions) {
+            std::vector<std::int64_t> key = whole.problems[c.group].prompt_ids;
+            key.insert(key.end(), c.token_ids.begin(), c.token_ids.end());
+            all.insert(key);
+          }
+          for (const auto& c : mine.completions) {
+            std::vector<std::int64_t> key = mine.problems[c.group].prompt_ids;
+            key.insert(key.end(), c.token_ids.begin(), c.token_ids.end());
+            REQUIRE(all.count(key) > 0);
+          }
+          REQUIRE(pg.all_reduce(static_cast<double>(mine.rows())) == static_cast<double>(whole.rows()));
+          rounds += reports[1].by_name.at("dynamic_sampling/rounds");
+        } else {
+          REQUIRE(mine.rows() == range.size() * group);
+          REQUIRE(whole.rows() == kPrompts * group);
+          for (std::int64_t b = 0; b < mine.rows(); ++b) {  // token-identical completions
+            REQUIRE(mine.completions[static_cast<std::size_t>(b)].token_ids ==
+                    whole.completions[static_cast<std::size_t>(first + b)].token_ids);
+          }
         }
-        const torch::Tensor a = advantages[0].advantages, e = advantages[1].advantages.narrow(0, first, mine.rows());
-        if (a.dim() == 1) {
+        const torch::Tensor a = advantages[0].advantages,
+                            e = advantages[1].advantages.narrow(0, std::min(first, whole.rows() - mine.rows()), mine.rows());
+        if (ranks.trainer->options().dynamic_sampling_max_rounds > 0) {
+          // (rows in another order: compared through the loss and the weights below)
+        } else if (a.dim() == 1) {
           GRPO_REQUIRE_CLOSE(a, e, 0.0, 1e-9);
         } else {  // token-level: this rank's rows may be narrower (padded to its own longest completion)
           GRPO_REQUIRE_CLOSE(a, e.narrow(1, 0, a.size(1)), 0.0, 1e-9);
@@ -405,6 +433,7 @@ TEST_CASE("distributed worker trainer", "[.worker]") {
         }
         require_parameters_close(ranks.model, one.model, /*grads=*/false);
       }
+      if (ranks.trainer->options().dynamic_sampling_max_rounds > 0) REQUIRE(rounds > 2.0);  // a step re-sampled
     }
   });
 }

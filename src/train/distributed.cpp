@@ -494,6 +494,25 @@ double ProcessGroup::all_reduce(double value, ReduceOp op) {
 // ---------------------------------------------------------------------------------------------------------------
 // Sharding.
 
+GatheredRows all_gather_rows(ProcessGroup& group, const torch::Tensor& local) {
+  GRPO_CHECK(local.defined() && local.dim() >= 1 && local.device().is_cpu(),
+             "all_gather_rows: local must be a CPU tensor with a leading row dimension, got {}",
+             local.defined() ? shape_str(local) : std::string("undefined"));
+  torch::Tensor counts = torch::zeros({group.world_size()}, torch::kFloat64);
+  counts[group.rank()] = static_cast<double>(local.size(0));
+  group.all_reduce_(counts);
+  GatheredRows out;
+  out.offset = static_cast<int64_t>(counts.narrow(0, 0, group.rank()).sum().item<double>());
+  std::vector<int64_t> sizes = local.sizes().vec();
+  sizes[0] = static_cast<int64_t>(counts.sum().item<double>());
+  out.whole = torch::zeros(sizes, local.options());
+  if (out.whole.numel() == 0) return out;
+  // The other ranks' slots hold 0 here, so the sum is each rank's values exactly.
+  out.whole.narrow(0, out.offset, local.size(0)).copy_(local);
+  group.all_reduce_(out.whole);
+  return out;
+}
+
 ShardRange shard_range(int64_t count, int rank, int world_size) {
   GRPO_CHECK_CONFIG(count >= 0, "shard_range: count must be >= 0, got {}", count);
   GRPO_CHECK_CONFIG(world_size >= 1 && rank >= 0 && rank < world_size,

@@ -538,6 +538,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   for (std::int64_t pass = 0; pass < options_.mu; ++pass) {
     // Each pass is one optimizer step: the entropy coefficient is the controller's as of the previous one.
     const GrpoLoss loss(step_loss_options(options_.loss, out.beta, entropy_.applied(), batch.max_new_tokens));
+    const std::optional<double> entropy_threshold = whole_batch_entropy_threshold(batch, kept_mask, micro);
     double bonus_entropy = 0.0, bonus_tokens = 0.0;
     optimizer_->zero_grad();
     parts.clear();
@@ -556,6 +557,7 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
       inputs.advantages = on_device(adv.advantages);
       inputs.mask = on_device(loss_mask);
       inputs.entropy = lp.entropy;
+      inputs.entropy_threshold = entropy_threshold;
       if (needs_sampler_log_probs) inputs.sampler_log_probs = on_device(rollout.sampler_log_probs);
       const auto result = loss(inputs, normaliser);
       wait_for(lp.log_probs.device());
@@ -595,6 +597,24 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
     reference_->sync_from(*model_, options_.ref_sync_alpha);
   }
   return out;
+}
+
+std::optional<double> GrpoTrainer::whole_batch_entropy_threshold(const StepBatch& batch, const torch::Tensor& kept_mask,
+                                                                 std::int64_t micro) {
+  if (options_.loss.top_entropy_quantile >= 1.0) return std::nullopt;
+  // TRL takes the quantile over one micro-batch of every process; over the whole step's batch of every rank, the
+  // mask depends neither on micro_batches nor on the number of ranks. One forward without gradients first.
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> valid;
+  for (std::int64_t begin = 0; begin < batch.rows(); begin += micro) {
+    const std::int64_t count = std::min(micro, batch.rows() - begin);
+    const auto entropy = model_->token_log_probs(batch.rollout.rows(begin, count), /*with_entropy=*/true).entropy;
+    valid.push_back(entropy.to(torch::kCPU, torch::kFloat64).masked_select(kept_mask.narrow(0, begin, count) != 0));
+  }
+  const torch::Tensor local = valid.empty() ? torch::zeros({0}, torch::kFloat64) : torch::cat(valid);
+  const torch::Tensor whole = all_gather_rows(group_, local).whole;
+  return top_entropy_threshold(whole.unsqueeze(0), torch::ones_like(whole).unsqueeze(0),
+                               options_.loss.top_entropy_quantile);
 }
 
 void GrpoTrainer::check_stage_metrics(const std::map<std::string, double>& logged) {

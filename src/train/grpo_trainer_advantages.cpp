@@ -14,22 +14,6 @@
 namespace grpo::train {
 namespace {
 
-/// Every rank's rows of `local` ([n, C] float64, n ≥ 0 per rank), in rank order: the whole [N, C] on every rank, and
-/// where this rank's rows start in it.
-std::pair<torch::Tensor, std::int64_t> gather_rows(ProcessGroup& group, const torch::Tensor& local) {
-  torch::Tensor counts = torch::zeros({group.world_size()}, torch::kFloat64);
-  counts[group.rank()] = static_cast<double>(local.size(0));
-  group.all_reduce_(counts);
-  const auto offset = static_cast<std::int64_t>(counts.narrow(0, 0, group.rank()).sum().item<double>());
-  const auto total = static_cast<std::int64_t>(counts.sum().item<double>());
-  torch::Tensor whole = torch::zeros({total, local.size(1)}, torch::kFloat64);
-  if (total == 0) return {whole, 0};
-  // The other ranks' slots hold 0 here, so the sum is each rank's values exactly (NaN included).
-  whole.narrow(0, offset, local.size(0)).copy_(local);
-  group.all_reduce_(whole);
-  return {whole, offset};
-}
-
 /// The groups [first, first + count) of `whole` (G completions each).
 AdvantageOutput groups_of(const AdvantageOutput& whole, std::int64_t first, std::int64_t count, std::int64_t group_size) {
   AdvantageOutput out = whole;
@@ -75,7 +59,7 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   // each completion's token count (the whitening weight), gathered from every rank.
   const torch::Tensor sequence_rewards = kl_in_reward && rows > 0 ? totals - beta * kl.sum(1) : totals;
   const torch::Tensor token_counts = rows > 0 ? tokens.sum(1) : torch::zeros({0}, torch::kFloat64);
-  const auto [whole, offset] = gather_rows(group_, torch::stack({sequence_rewards, token_counts}, 1));
+  const auto [whole, offset] = all_gather_rows(group_, torch::stack({sequence_rewards, token_counts}, 1));
   if (whole.size(0) == 0) return {};
   const std::int64_t whole_groups = whole.size(0) / batch.group_size;
   AdvantageOutput whole_out = advantage_(whole.select(1, 0).reshape({whole_groups, batch.group_size}));

@@ -335,6 +335,15 @@ std::vector<ScaleCase> scale_cases() {
                      o.group_size = 2;
                      o.dynamic_sampling_max_rounds = 4;
                    }});
+  cases.push_back({"top-entropy mask 0.5 (dapo, 2 micro-batches)",
+                   [](gt::GrpoTrainerOptions& o) { o.loss.top_entropy_quantile = 0.5; }});
+  cases.push_back({"GMPO with the top-entropy mask inside its geometric mean", [](gt::GrpoTrainerOptions& o) {
+                     o.loss.loss_type = grpo::LossType::grpo;
+                     o.loss.policy.type = grpo::PolicyLossType::gmpo;
+                     o.loss.policy.epsilon_low = o.loss.policy.epsilon_high = 0.4;
+                     o.loss.top_entropy_quantile = 0.4;
+                     o.mu = 2;
+                   }});
   cases.push_back({"GDPO batch z-score", [](gt::GrpoTrainerOptions& o) {
                      o.advantage.aggregation = grpo::RewardAggregation::normalize_then_sum;
                    }});

@@ -128,6 +128,18 @@ class ProcessGroup {
   std::unique_ptr<detail::ProcessGroupState> state_;
 };
 
+/// Every rank's rows of a tensor, in rank order (see all_gather_rows).
+struct GatheredRows {
+  torch::Tensor whole;     ///< [N, ...]: rank 0's rows, then rank 1's, ...
+  int64_t offset = 0;      ///< where this rank's rows start in `whole`
+};
+
+/// The batch-level statistics of data-parallel ranks (a quantile, an estimator that looks at every group): local
+/// [n, ...] numeric on the CPU, n ≥ 0 per rank (it may differ, and be 0), the other sizes and the dtype the same on
+/// every rank. Returns every rank's rows, on every rank: two all-reduces (the counts, then the rows in a zero-filled
+/// [N, ...]: each rank's values exactly, NaN included). For a few numbers per row; sums need only all_reduce_.
+GatheredRows all_gather_rows(ProcessGroup& group, const torch::Tensor& local);
+
 // ---------------------------------------------------------------------------------------------------------------
 // Sharding: which prompts a rank works on.
 

@@ -370,6 +370,10 @@ class GrpoTrainer {
   /// The scorer's shaping at the current context stage (its overlong punishment).
   ScoreShaping shaping() const;
   void check_stage_metrics(const std::map<std::string, double>& logged);
+  /// With loss.top_entropy_quantile < 1: the entropy quantile over the loss tokens (kept_mask) of the whole batch of
+  /// every rank, from a forward without gradients in micro-batches of `micro` rows; nullopt otherwise.
+  std::optional<double> whole_batch_entropy_threshold(const StepBatch& batch, const torch::Tensor& kept_mask,
+                                                      std::int64_t micro);
   /// The log-prob pass and ReMax's greedy baselines of the kept groups (collect_groups' last part).
   void add_log_probs(StepBatch& batch);
   /// Whether collect_groups computes the rollout policy's log-probs (μ > 1, rollout rejection, KL in the reward, the

@@ -178,6 +178,29 @@ TEST_CASE("GrpoTrainer with a custom generator: every chunk and ReMax's greedy r
   CHECK(recording->seen[0].seed != recording->seen[3].seed);  // and each step
 }
 
+TEST_CASE("GrpoTrainer with keyed noise: generation_chunks change no completion (with the generator's they do)",
+          "[train][trainer]") {
+  const auto completions = [](std::int64_t chunks, SamplingNoise noise) {
+    EchoRun run;
+    auto o = options();
+    o.prompts_per_step = 6;
+    o.generation_chunks = chunks;
+    o.sampling.noise = noise;
+    train::GrpoTrainer trainer(run.model, run.task, run.scorer, run.group, o);
+    std::vector<std::vector<std::int64_t>> out;
+    for (std::int64_t step = 1; step <= 2; ++step) {
+      trainer.begin_step(step);
+      for (const auto& c : trainer.collect_groups(step).completions) out.push_back(c.token_ids);
+    }
+    return out;
+  };
+  const auto whole = completions(1, SamplingNoise::keyed);
+  REQUIRE(whole.size() == 48);
+  CHECK(completions(3, SamplingNoise::keyed) == whole);
+  CHECK(completions(6, SamplingNoise::keyed) == whole);
+  CHECK(completions(3, SamplingNoise::generator) != completions(1, SamplingNoise::generator));
+}
+
 TEST_CASE("GrpoTrainer with a generator that does not sample trains on the completions it wrote", "[train][trainer]") {
   EchoRun run;
   auto& model = run.model;

@@ -642,29 +642,26 @@ struct Ranks {
   }
 };
 
-TEST_CASE("two ranks: summed gradients, 10 AdamW steps, metrics and checkpoints equal one process's", "[distributed]") {
-  Ranks ranks("train");
-  ranks.start("train", 0, 2);
-  ranks.start("train", 1, 2);
+/// Runs `worker` as ranks 0 and 1 and requires both to pass within `timeout`.
+void require_two_ranks_pass(const std::string& worker, std::chrono::milliseconds timeout) {
+  Ranks ranks(worker);
+  ranks.start(worker, 0, 2);
+  ranks.start(worker, 1, 2);
   for (size_t r = 0; r < 2; ++r) {
-    const auto result = ranks.wait(r, 60s);
+    const auto result = ranks.wait(r, timeout);
     INFO("rank " << r << " output:\n" << result.output);
     REQUIRE(!result.timed_out);
     REQUIRE(result.exit_code == 0);
   }
 }
 
+TEST_CASE("two ranks: summed gradients, 10 AdamW steps, metrics and checkpoints equal one process's", "[distributed]") {
+  require_two_ranks_pass("train", 60s);
+}
+
 TEST_CASE("two GrpoTrainer ranks equal one process on the same global batch for every estimator and loss",
           "[distributed]") {
-  Ranks ranks("trainer");
-  ranks.start("trainer", 0, 2);
-  ranks.start("trainer", 1, 2);
-  for (size_t r = 0; r < 2; ++r) {
-    const auto result = ranks.wait(r, 300s);
-    INFO("rank " << r << " output:\n" << result.output);
-    REQUIRE(!result.timed_out);
-    REQUIRE(result.exit_code == 0);
-  }
+  require_two_ranks_pass("trainer", 300s);
 }
 
 TEST_CASE("two ranks learn the counting task through the drop-in loop lines", "[distributed]") {

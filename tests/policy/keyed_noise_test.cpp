@@ -238,6 +238,11 @@ TEST_CASE("a keyed completion depends only on its key: other rows beside it, spl
   for (std::int64_t g = 0; g < 3; ++g) REQUIRE(torch::equal(width(alone, g), width(whole, 9 + g)));
   // The completions are not all alike: the keys differ per prompt and per sample.
   CHECK(!torch::equal(whole.completion_ids[0], whole.completion_ids[1]));
+  // Calls without keys draw fresh noise each time (a loop's steps); the first one is keyed 0 … P − 1.
+  grpo::Sampler looping(options);
+  const grpo::Rollout first_call = looping.generate(model, prompts, 3);
+  REQUIRE(torch::equal(first_call.completion_ids, whole.completion_ids));
+  CHECK(!torch::equal(looping.generate(model, prompts, 3).completion_ids, whole.completion_ids));
   // Another seed, other completions.
   grpo::SamplerOptions other = options;
   other.seed = 100;

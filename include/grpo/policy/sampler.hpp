@@ -108,9 +108,10 @@ class Sampler {
   const SamplerOptions& options() const { return options_; }
 
   /// prompts: P token-id lists (each non-empty, ids in [0, V)); returns B = P·G completions, row p·G + g.
-  /// prompt_keys: with keyed noise, prompt p's key (completion g of it draws the noise of (key, g)); empty: 0 … P − 1.
-  /// Give each prompt of a larger batch its index there, and any split of that batch into calls draws the same
-  /// completions.
+  /// prompt_keys: with keyed noise, prompt p's key (completion g of it draws the noise of (key, g)): give each prompt
+  /// of a larger batch its index there, and any split of that batch into calls draws the same completions (the same
+  /// keys and seed draw the same noise again). Empty: call c of this sampler without keys uses c·2^40 + p, so
+  /// successive calls (a loop's steps) draw fresh noise and the first call's keys are 0 … P − 1.
   ///
   /// With a KV-cache model each prompt is prefilled once and its cache shared by its G completions (when the cache
   /// type has select_rows, as models::KvCache does), and a row that has finished leaves the decoding batch (its cache
@@ -240,9 +241,10 @@ class Sampler {
     row_keys_ = torch::empty({prompts * group_size}, torch::kInt64);
     row_samples_ = torch::arange(group_size, torch::kInt64).repeat({prompts});
     auto keys = row_keys_.accessor<int64_t, 1>();
+    const std::uint64_t unkeyed_call = prompt_keys.empty() ? unkeyed_calls_++ : 0;
     for (int64_t p = 0; p < prompts; ++p) {
-      const std::uint64_t key =
-          prompt_noise_key(options_.seed, prompt_keys.empty() ? static_cast<std::uint64_t>(p) : prompt_keys[p]);
+      const std::uint64_t key = prompt_noise_key(
+          options_.seed, prompt_keys.empty() ? (unkeyed_call << 40) + static_cast<std::uint64_t>(p) : prompt_keys[p]);
       for (int64_t g = 0; g < group_size; ++g) keys[p * group_size + g] = static_cast<int64_t>(key);
     }
   }
@@ -326,6 +328,7 @@ class Sampler {
   at::Generator generator_;
   at::Generator device_generator_;  // for a model on another device than the CPU, made on first use
   torch::Tensor row_keys_, row_samples_;  // [B] int64 each: the Philox key and sample index of each row
+  std::uint64_t unkeyed_calls_ = 0;       // generate calls without prompt keys so far
 };
 
 }  // namespace grpo

@@ -53,12 +53,11 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   }
   const double beta = reward_kl_.beta();
   const torch::Tensor& kl = batch.reward_kl;
-  const torch::Tensor tokens = rows > 0 ? (batch.rollout.completion_mask != 0).to(torch::kFloat64)
-                                        : torch::zeros({0, 0}, torch::kFloat64);
   // Group-relative: the sequence reward, less β_r·Σ_t KL_t with KL in the reward (the sum of the token rewards), with
   // each completion's token count (the whitening weight), gathered from every rank.
   const torch::Tensor sequence_rewards = kl_in_reward && rows > 0 ? totals - beta * kl.sum(1) : totals;
-  const torch::Tensor token_counts = rows > 0 ? tokens.sum(1) : torch::zeros({0}, torch::kFloat64);
+  const torch::Tensor token_counts = rows > 0 ? (batch.rollout.completion_mask != 0).sum(1).to(torch::kFloat64)
+                                             : torch::zeros({0}, torch::kFloat64);
   const auto [whole, offset] = all_gather_rows(group_, torch::stack({sequence_rewards, token_counts}, 1));
   if (whole.size(0) == 0) return {};
   const std::int64_t whole_groups = whole.size(0) / batch.group_size;

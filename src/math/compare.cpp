@@ -2,6 +2,8 @@
 // Equivalence engine: gold-directed comparison rules (after Math-Verify's sympy_expr_eq), exact rationals with
 // GMP, ball arithmetic with Arb for constants, and randomised identity testing for expressions with symbols. One
 // file over 700 lines: the rules recurse into each other over the same expression tree and numeric back ends.
+#include <grpo/math/exact_value.hpp>
+
 #include <acb.h>
 #include <arb.h>
 #include <gmpxx.h>
@@ -1336,6 +1338,14 @@ Verdict compare(const Expr& gold, const Expr& pred, const VerifyOptions& options
     }
   }
   return c.compare(gold, pred);
+}
+
+std::optional<std::string> exact_value(const Expr& e) {
+  Budget budget;
+  budget.deadline = std::chrono::steady_clock::time_point::max();
+  const auto value = exact(e, budget);
+  if (!value) return std::nullopt;
+  return value->get_str();
 }
 
 }  // namespace grpo::math

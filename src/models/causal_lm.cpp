@@ -180,6 +180,20 @@ void KvCache::select_rows(const torch::Tensor& rows) {
   for (auto& v : values) v = v.index_select(0, index);
 }
 
+void KvCache::gather_positions(const torch::Tensor& columns) {
+  if (keys.empty() || !keys[0].defined()) return;
+  const auto& k0 = keys[0];
+  GRPO_CHECK(columns.dim() == 2 && columns.size(0) == k0.size(0) && columns.scalar_type() == torch::kInt64,
+             "KvCache::gather_positions: columns must be [B, W] int64 with B = {}, got {}", k0.size(0),
+             shape_str(columns));
+  const auto index = columns.to(k0.device());
+  auto gather = [&](torch::Tensor& t) {
+    t = t.gather(2, index.view({index.size(0), 1, index.size(1), 1}).expand({t.size(0), t.size(1), index.size(1), t.size(3)}));
+  };
+  for (auto& k : keys) gather(k);
+  for (auto& v : values) gather(v);
+}
+
 RmsNormImpl::RmsNormImpl(int64_t size, double eps_, const torch::TensorOptions& options) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({size}, options));
 }

@@ -3,6 +3,9 @@
 #include <grpo/text/chat_template.hpp>
 
 #include <grpo/core/error.hpp>
+#include <grpo/text/python_json.hpp>
+
+#include <array>
 
 #include "json_fields.hpp"
 #include "unicode.hpp"
@@ -12,6 +15,34 @@ namespace {
 
 constexpr std::string_view kQwen2System = "You are a helpful assistant.";
 constexpr std::string_view kQwen25System = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+// The tool branch's system turn, the same in Qwen2.5's and Qwen3's templates: "<|im_start|>system\n" + the system
+// text + kToolsIntro + "\n" + tojson(tool) per tool + kToolsOutro.
+constexpr std::string_view kToolsIntro =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function "
+    "signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view kToolsOutro =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+// What from_jinja requires, in the Jinja source, to read a ChatML template as Qwen2.5's tool branch: every text it
+// renders for tools, tool calls and tool responses, as Qwen2.5-Instruct's tokenizer_config.json spells it.
+constexpr std::array<std::string_view, 10> kQwen25ToolSource = {
+    R"("\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n)"
+    R"(You are provided with function signatures within <tools></tools> XML tags:\n<tools>")",
+    "tool | tojson",
+    R"("\n</tools>\n\nFor each function call, return a json object with function name and arguments within )"
+    R"(<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": )"
+    R"(<args-json-object>}\n</tool_call><|im_end|>\n")",
+    R"('\n<tool_call>\n{"name": "')",
+    R"('", "arguments": ')",
+    "tool_call.arguments | tojson",
+    R"('}\n</tool_call>')",
+    "'<|im_start|>user'",
+    R"('\n<tool_response>\n')",
+    R"('\n</tool_response>')",
+};
 
 /// Python's str.isspace, which Jinja's trim filter (str.strip) uses.
 bool is_python_space(char32_t c) { return detail::is_white_space(c) || (c >= 0x1C && c <= 0x1F); }
@@ -52,18 +83,107 @@ std::string_view before_first(std::string_view text, std::string_view separator)
   return text.substr(0, text.find(separator));
 }
 
+/// `json` (a tool schema or tool-call arguments) as transformers' tojson writes it; ParseError naming `what` unless
+/// it is a JSON object.
+std::string tojson_object(std::string_view json, std::string_view what) {
+  std::string text = python_json_dumps(json, what);
+  if (!text.starts_with('{')) ::grpo::detail::throw_formatted<ParseError>("{}: should be a JSON object", what);
+  return text;
+}
+
+/// Both templates' tool-call block: '<tool_call>\n{"name": "' + name + '", "arguments": ' + arguments|tojson +
+/// '}\n</tool_call>'.
+std::string hermes_tool_call(const ToolCallRequest& call, std::string_view what) {
+  return "<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " + tojson_object(call.arguments_json, what) +
+         "}\n</tool_call>";
+}
+
+/// The tool branch's system turn; `system_text` is what precedes "# Tools".
+void append_tools_system(std::string_view system_text, std::span<const std::string> tools, std::string& out) {
+  out += "<|im_start|>system\n";
+  out += system_text;
+  out += kToolsIntro;
+  for (std::size_t i = 0; i < tools.size(); ++i) {
+    out += '\n';
+    out += tojson_object(tools[i], fmt::format("ChatRenderOptions.tools[{}]", i));
+  }
+  out += kToolsOutro;
+}
+
+/// The tool calls of assistant message `index`, after its content: each call's block, preceded by "\n" unless it is
+/// the first and the content is empty. Qwen3 spells it so; Qwen2.5's "<|im_start|>assistant" + ("\n" + content if
+/// content) + "\n<tool_call>..." per call is the same text.
+void append_tool_calls(const ChatMessage& message, std::size_t index, bool has_content, std::string& out) {
+  for (std::size_t k = 0; k < message.tool_calls.size(); ++k) {
+    if (k > 0 || has_content) out += '\n';
+    const ToolCallRequest& call = message.tool_calls[k];
+    out += hermes_tool_call(call, fmt::format("chat message {} tool_calls[{}] ('{}') arguments", index, k, call.name));
+  }
+}
+
+/// One tool response as both templates write it: "\n<tool_response>\n" + content + "\n</tool_response>".
+void append_tool_response_block(std::string_view content, std::string& out) {
+  out += "\n<tool_response>\n";
+  out += content;
+  out += "\n</tool_response>";
+}
+
+/// Tool message `index`: consecutive tool messages share one user turn of <tool_response> blocks.
+void append_tool_response(std::span<const ChatMessage> messages, std::size_t index, std::string& out) {
+  if (index == 0 || messages[index - 1].role != "tool") out += "<|im_start|>user";
+  append_tool_response_block(messages[index].content, out);
+  if (index + 1 == messages.size() || messages[index + 1].role != "tool") out += "<|im_end|>\n";
+}
+
+/// The header of the assistant turn to generate (with Qwen3's empty think block when enable_thinking == false).
+void append_generation_prompt(ChatFormat format, const ChatRenderOptions& options, std::string& out) {
+  if (format == ChatFormat::llama3) {
+    out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    return;
+  }
+  out += "<|im_start|>assistant\n";
+  if (format == ChatFormat::qwen3 && options.enable_thinking == false) out += "<think>\n\n</think>\n\n";
+}
+
+[[noreturn]] void throw_unrendered_role(std::size_t index, std::string_view role, std::string_view format) {
+  ::grpo::detail::throw_formatted<Error>(
+      "chat message {} has role '{}', which the {} template does not render (system, user, assistant, tool)", index,
+      role, format);
+}
+
 void render_chatml(const ChatTemplateOptions& template_options, std::span<const ChatMessage> messages,
                    const ChatRenderOptions& options, std::string& out) {
-  // Qwen2 / Qwen2.5: {% if messages[0]['role'] != 'system' %} default system {% endif %}, then every message.
-  if (!template_options.default_system_prompt.empty() && (messages.empty() || messages[0].role != "system")) {
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  if (!options.tools.empty()) {
+    // Qwen2.5's tool branch: the system message, or the default system prompt, leads the tools' system turn.
+    const std::string_view system = has_system ? std::string_view(messages[0].content)
+                                               : std::string_view(template_options.default_system_prompt);
+    append_tools_system(std::string(system) + "\n\n", options.tools, out);
+  } else if (!has_system && !template_options.default_system_prompt.empty()) {
+    // Qwen2 / Qwen2.5: {% if messages[0]['role'] != 'system' %} default system {% endif %}.
     out += "<|im_start|>system\n";
     out += template_options.default_system_prompt;
     out += "<|im_end|>\n";
   }
-  for (const auto& message : messages) {
-    out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& message = messages[i];
+    if (!template_options.qwen25_tools) {
+      out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
+    } else if (message.role == "tool") {
+      append_tool_response(messages, i, out);
+    } else if (message.role == "assistant" && !message.tool_calls.empty()) {
+      out += "<|im_start|>assistant\n" + message.content;
+      append_tool_calls(message, i, !message.content.empty(), out);
+      out += "<|im_end|>\n";
+    } else if (message.role == "user" || message.role == "assistant" || message.role == "system") {
+      // The first system message is already in the tool branch's system turn.
+      if (i == 0 && has_system && !options.tools.empty()) continue;
+      out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
+    } else {
+      throw_unrendered_role(i, message.role, "qwen2.5");
+    }
   }
-  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+  if (options.add_generation_prompt) append_generation_prompt(ChatFormat::chatml, options, out);
 }
 
 bool is_tool_response(std::string_view content) {
@@ -72,7 +192,12 @@ bool is_tool_response(std::string_view content) {
 
 void render_qwen3(std::span<const ChatMessage> messages, const ChatRenderOptions& options, std::string& out) {
   const std::size_t n = messages.size();
-  if (n > 0 && messages[0].role == "system") out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
+  const bool has_system = n > 0 && messages[0].role == "system";
+  if (!options.tools.empty()) {
+    append_tools_system(has_system ? messages[0].content + "\n\n" : std::string(), options.tools, out);
+  } else if (has_system) {
+    out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
+  }
   // The last user message that is not a bare tool response is "the query"; reasoning is kept only after it.
   std::size_t last_query = n == 0 ? 0 : n - 1;
   for (std::size_t k = n; k-- > 0;) {
@@ -103,21 +228,16 @@ void render_qwen3(std::span<const ChatMessage> messages, const ChatRenderOptions
         out += "<|im_start|>assistant\n";
         out += content;
       }
+      // The template tests `content` before its lstrip('\n') for the "\n" ahead of the first call.
+      append_tool_calls(message, i, !content.empty(), out);
       out += "<|im_end|>\n";
     } else if (message.role == "tool") {
-      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
-      out += "\n<tool_response>\n" + message.content + "\n</tool_response>";
-      if (i + 1 == n || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+      append_tool_response(messages, i, out);
     } else if (message.role != "system") {
-      ::grpo::detail::throw_formatted<Error>(
-          "chat message {} has role '{}', which the qwen3 template does not render (system, user, assistant, tool)", i,
-          message.role);
+      throw_unrendered_role(i, message.role, "qwen3");
     }
   }
-  if (options.add_generation_prompt) {
-    out += "<|im_start|>assistant\n";
-    if (options.enable_thinking == false) out += "<think>\n\n</think>\n\n";
-  }
+  if (options.add_generation_prompt) append_generation_prompt(ChatFormat::qwen3, options, out);
 }
 
 void render_llama3(const ChatTemplateOptions& template_options, std::span<const ChatMessage> messages,
@@ -128,7 +248,7 @@ void render_llama3(const ChatTemplateOptions& template_options, std::span<const 
     out += python_strip(messages[i].content);
     out += "<|eot_id|>";
   }
-  if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  if (options.add_generation_prompt) append_generation_prompt(ChatFormat::llama3, options, out);
 }
 
 /// Qwen2-style default system prompt: the first "<|im_start|>system\n" in the template that is followed by
@@ -163,11 +283,36 @@ std::string find_default_system_prompt(std::string_view source) {
   return {};
 }
 
-ChatTemplateOptions format_options(ChatFormat format, std::string_view default_system_prompt = {}) {
+/// Whether a ChatML template's source has Qwen2.5's tool branch (kQwen25ToolSource) with `default_system_prompt`
+/// as its own default ("{{- 'You are Qwen, ...' }}" in Qwen2.5).
+bool has_qwen25_tool_branch(std::string_view source, std::string_view default_system_prompt) {
+  for (const std::string_view text : kQwen25ToolSource) {
+    if (source.find(text) == std::string_view::npos) return false;
+  }
+  return !default_system_prompt.empty() &&
+         source.find("'" + std::string(default_system_prompt) + "'") != std::string_view::npos;
+}
+
+ChatTemplateOptions format_options(ChatFormat format, std::string_view default_system_prompt = {},
+                                   bool qwen25_tools = false) {
   ChatTemplateOptions options;
   options.format = format;
   options.default_system_prompt = std::string(default_system_prompt);
+  options.qwen25_tools = qwen25_tools;
   return options;
+}
+
+/// The format's name in error messages.
+std::string_view format_name(ChatFormat format) {
+  switch (format) {
+    case ChatFormat::chatml:
+      return "chatml";
+    case ChatFormat::qwen3:
+      return "qwen3";
+    case ChatFormat::llama3:
+      return "llama3";
+  }
+  return "chatml";
 }
 
 }  // namespace
@@ -177,7 +322,7 @@ ChatTemplate::ChatTemplate(ChatTemplateOptions options) : options_(std::move(opt
 ChatTemplate ChatTemplate::from_name(std::string_view name) {
   if (name == "chatml") return ChatTemplate(format_options(ChatFormat::chatml));
   if (name == "qwen2") return ChatTemplate(format_options(ChatFormat::chatml, kQwen2System));
-  if (name == "qwen2.5") return ChatTemplate(format_options(ChatFormat::chatml, kQwen25System));
+  if (name == "qwen2.5") return ChatTemplate(format_options(ChatFormat::chatml, kQwen25System, true));
   if (name == "qwen3") return ChatTemplate(format_options(ChatFormat::qwen3));
   if (name == "llama3") return ChatTemplate(format_options(ChatFormat::llama3));
   ::grpo::detail::throw_formatted<ConfigError>(
@@ -195,7 +340,9 @@ ChatTemplate ChatTemplate::from_jinja(std::string_view source, std::string_view 
   }
   if (source.find("<|im_start|>") != std::string_view::npos) {
     if (source.find("<think>") != std::string_view::npos) return ChatTemplate(format_options(ChatFormat::qwen3));
-    return ChatTemplate(format_options(ChatFormat::chatml, find_default_system_prompt(source)));
+    const std::string default_system_prompt = find_default_system_prompt(source);
+    return ChatTemplate(format_options(ChatFormat::chatml, default_system_prompt,
+                                       has_qwen25_tool_branch(source, default_system_prompt)));
   }
   ::grpo::detail::throw_formatted<ConfigError>(
       "chat template not recognised (no <|im_start|> or <|start_header_id|>; supported: ChatML / Qwen2 / Qwen2.5 / "
@@ -227,11 +374,19 @@ ChatTemplate ChatTemplate::from_tokenizer_config_json(std::string_view json_text
 }
 
 std::string ChatTemplate::render(std::span<const ChatMessage> messages, const ChatRenderOptions& options) const {
-  if (options_.format != ChatFormat::qwen3) {
-    for (std::size_t i = 0; i < messages.size(); ++i) {
-      GRPO_CHECK(!messages[i].reasoning_content,
-                 "chat message {} has reasoning_content, which only the qwen3 format renders", i);
-    }
+  GRPO_CHECK(options.tools.empty() || supports_tools(),
+             "ChatRenderOptions.tools: the {} chat format has no tool branch (qwen2.5 and qwen3 render tools)",
+             format_name(options_.format));
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& message = messages[i];
+    GRPO_CHECK(!message.reasoning_content || options_.format == ChatFormat::qwen3,
+               "chat message {} has reasoning_content, which only the qwen3 format renders", i);
+    if (message.tool_calls.empty()) continue;
+    GRPO_CHECK(supports_tools(),
+               "chat message {} has tool_calls, which the {} chat format cannot render (qwen2.5 and qwen3 can)", i,
+               format_name(options_.format));
+    GRPO_CHECK(message.role == "assistant", "chat message {} has tool_calls but role '{}' (only assistant messages "
+               "carry tool calls)", i, message.role);
   }
   std::string out;
   switch (options_.format) {
@@ -246,6 +401,30 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, const Ch
       break;
   }
   return out;
+}
+
+bool ChatTemplate::supports_tools() const {
+  return options_.format == ChatFormat::qwen3 || (options_.format == ChatFormat::chatml && options_.qwen25_tools);
+}
+
+std::string ChatTemplate::tool_response_fragment(std::span<const std::string> responses,
+                                                 const ChatRenderOptions& options) const {
+  GRPO_CHECK(supports_tools(), "tool_response_fragment: the {} chat format has no tool responses (qwen2.5 and qwen3 "
+             "have)", format_name(options_.format));
+  GRPO_CHECK(!responses.empty(), "tool_response_fragment: no tool responses (one per tool call is needed)");
+  // The "\n" that follows the assistant's <|im_end|>, the tool messages' user turn as render() writes it (see
+  // append_tool_response), the next assistant header.
+  std::string out = "\n<|im_start|>user";
+  for (const std::string& response : responses) append_tool_response_block(response, out);
+  out += "<|im_end|>\n";
+  append_generation_prompt(options_.format, options, out);
+  return out;
+}
+
+std::string ChatTemplate::tool_call_text(const ToolCallRequest& call) const {
+  GRPO_CHECK(supports_tools(), "tool_call_text: the {} chat format has no tool calls (qwen2.5 and qwen3 have)",
+             format_name(options_.format));
+  return hermes_tool_call(call, fmt::format("tool call '{}' arguments", call.name));
 }
 
 std::vector<ChatMessage> messages_in_context(std::span<const ChatMessage> messages, ChatFormat format) {

@@ -303,6 +303,7 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
                                          : options_.prompts_per_step;
   std::vector<Rollout> kept_rollouts;
   std::vector<std::vector<MetricValue>> score_parts;  // one list per round
+  std::vector<std::vector<MetricValue>> generation_parts;  // one list per generate call
   std::vector<torch::Tensor> lengths, truncation;     // every completion sampled this step
   do {
     const auto round = static_cast<std::uint64_t>(collector.rounds());
@@ -342,6 +343,7 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
                                               : sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL)),
            .prompt_keys = std::move(keys)}));
       out.generation_seconds += seconds_since(sampling_started);
+      generation_parts.push_back(generator_->last_metrics());
       auto chunk_batch = completions_of(chunks.back(), part, group_size);
       for (Completion& completion : chunk_batch) completion.group += begin;  // index into this round's problems
       scoring.add(chunk_batch);
@@ -403,6 +405,7 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   out.train = collector.train();
   out.rollout = concat_rollouts(kept_rollouts, prompts_.pad_token_id());
   out.score_metrics = combine_metrics(score_parts);
+  out.generation_metrics = combine_metrics(generation_parts);
   if (dynamic_sampling) {
     out.sampling_metrics = collector.metrics();
     const std::vector<std::string> names = prompts_.domain_names();
@@ -637,6 +640,7 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
   const double tokens = lengths.sum().item<double>();
   const double sampled = static_cast<double>(lengths.numel());
   std::vector<MetricValue> values = batch.score_metrics;
+  values.insert(values.end(), batch.generation_metrics.begin(), batch.generation_metrics.end());
   values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean,
                     static_cast<double>(batch.rows() / batch.group_size)});
   values.insert(values.end(), update.loss_metrics.begin(), update.loss_metrics.end());

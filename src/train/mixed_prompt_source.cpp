@@ -24,7 +24,7 @@ DomainMixerOptions mixer_options(const MixedPromptSourceOptions& o) {
 
 MixedPromptSource::MixedPromptSource(MixedPromptSourceOptions options, text::Tokenizer tokenizer,
                                      std::vector<std::int64_t> eos_token_ids)
-    : tokenizer_(std::move(tokenizer)), eos_ids_(std::move(eos_token_ids)),
+    : tokenizer_(std::move(tokenizer)), tools_(options.tools), eos_ids_(std::move(eos_token_ids)),
       schedule_(options.curriculum), mixer_(mixer_options(options)) {
   if (eos_ids_.empty() && tokenizer_.special_token_ids().eos) eos_ids_.push_back(*tokenizer_.special_token_ids().eos);
   GRPO_CHECK_CONFIG(!eos_ids_.empty(), "neither the model's config.json (eos_token_id) nor the tokenizer names an EOS token");
@@ -187,6 +187,7 @@ Problem MixedPromptSource::problem(const io::Example& example, std::size_t domai
   Problem p;
   text::ChatRenderOptions render;
   render.add_generation_prompt = true;
+  render.tools = tools_;
   p.prompt_text = example.raw_prompt ? *example.raw_prompt : tokenizer_.chat_template().render(example.prompt, render);
   const auto ids = tokenizer_.encode(p.prompt_text, {.add_special_tokens = false});
   p.prompt_ids.assign(ids.begin(), ids.end());

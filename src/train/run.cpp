@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/train/run.hpp>
 
+#include <grpo/agent/multi_turn_generator.hpp>
+#include <grpo/agent/tiny_lookup_task.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/models/lora.hpp>
 #include <grpo/rewards/registry.hpp>
@@ -10,6 +12,7 @@
 #include <grpo/train/trainer_callbacks.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -28,7 +31,7 @@ constexpr const char* kR1ZeroSystemPrompt =
     "The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> tags, "
     "respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>.";
 
-/// Supervised warm-up steps of the tiny task's model (its format, on wrong answers).
+/// Supervised warm-up steps of the tiny tasks' models (their format, on wrong answers or guesses).
 constexpr std::int64_t kTinyWarmUpSteps = 150;
 
 /// Fails (naming the flag) when the LoRA settings select no module of `model`: checked as soon as the model exists.
@@ -165,8 +168,10 @@ StepScorer make_scorer(const RunSettings& s) {
 }
 
 std::unique_ptr<MixedPromptSource> make_data_source(const RunSettings& s, text::Tokenizer tokenizer,
-                                                    std::vector<std::int64_t> eos_token_ids) {
+                                                    std::vector<std::int64_t> eos_token_ids,
+                                                    std::vector<std::string> tools) {
   MixedPromptSourceOptions o;
+  o.tools = std::move(tools);
   if (!s.data_path.empty()) o.files.push_back(s.data_path);
   for (const auto& d : s.domains) o.domains.push_back(d.prompt_domain());
   o.dataset.format = s.data_format;
@@ -197,7 +202,7 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
                     "--config {} is the config.yaml of --output-dir {}: this run would overwrite the run it repeats; "
                     "give another --output-dir (or --resume to continue it)",
                     s.config_path.string(), s.output_dir.string());
-  const bool tiny = s.task == "tiny";
+  const bool lookup = s.task == "tiny_lookup", tiny = s.task == "tiny" || lookup;
   // One process, or one rank of scripts/launch.sh -n N: each rank samples its share of the P prompts; gradients and
   // metrics are combined so a step equals one process's.
   auto run = std::make_unique<Run>(ProcessGroup::from_env());
@@ -206,8 +211,26 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(s.threads > 0 ? s.threads : tiny ? 1 : std::max(1, cores / run->group.world_size()));
 
+  // Multi-turn tool rollouts: the environment, whose tools the prompts announce, and the turn format.
+  agent::EnvironmentFactory environment;
+  std::shared_ptr<const agent::TurnCodec> codec;
+  if (!s.env.empty()) {
+    auto environments = agent::EnvironmentRegistry::with_builtins();
+    environments.add("lookup", [] { return std::make_unique<agent::TinyLookupEnvironment>(); });
+    const std::vector<std::string> known = environments.names();
+    GRPO_CHECK_CONFIG(std::find(known.begin(), known.end(), s.env) != known.end(),
+                      "--env: unknown environment '{}' (known: {})", s.env, fmt::join(known, ", "));
+    environment = environments.factory(s.env);
+  }
   run->device = run_device(s, run->group);
-  if (tiny) {
+  if (lookup) {
+    auto task = std::make_unique<agent::TinyLookupTask>(s.trainer.seed, s.held_out);
+    run->model = agent::tiny_lookup_model(s.trainer.seed);
+    check_lora_targets(run->model, s);
+    agent::warm_up_tiny_lookup_model(run->model, *task, s.trainer.seed, kTinyWarmUpSteps);
+    run->source = std::move(task);
+    codec = std::make_shared<agent::TinyLookupCodec>();
+  } else if (tiny) {
     auto task = std::make_unique<TinyTask>(s.trainer.seed, s.held_out);
     run->model = tiny_task_model(s.trainer.seed);
     check_lora_targets(run->model, s);  // before the warm-up's work
@@ -215,11 +238,19 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
     run->source = std::move(task);
   } else {
     run->model = models::from_pretrained(s.model_dir, run_dtype(s), run->device);
-    run->source = make_data_source(s, text::Tokenizer::from_pretrained(s.model_dir), run->model->config().eos_token_ids);
+    auto tokenizer = text::Tokenizer::from_pretrained(s.model_dir);
+    if (environment) codec = std::make_shared<agent::ChatTurnCodec>(tokenizer, tokenizer.chat_template());
+    run->source = make_data_source(s, std::move(tokenizer), run->model->config().eos_token_ids,
+                                   environment ? environment()->tool_schemas() : std::vector<std::string>{});
   }
   prepare_model(run->model, s, run->device);  // the tiny task warms up on the CPU
   run->scorer = std::make_unique<StepScorer>(make_scorer(s));
-  run->trainer = std::make_unique<GrpoTrainer>(run->model, *run->source, *run->scorer, run->group, s.trainer);
+  GrpoTrainerParts parts;
+  if (environment) {
+    parts.generator =
+        std::make_shared<agent::MultiTurnGenerator<models::CausalLM>>(run->model, codec, environment, s.multi_turn);
+  }
+  run->trainer = std::make_unique<GrpoTrainer>(run->model, *run->source, *run->scorer, run->group, s.trainer, parts);
 
   // Resume, then the sinks (appending, so a resumed run continues its files). Rank 0 logs, evaluates and writes.
   run->checkpoints = std::make_unique<CheckpointManager>(CheckpointOptions{
@@ -233,7 +264,10 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
     fmt::print("--roll-config {}: {} keys not used:\n", s.roll_config.string(), s.roll_unmapped.size());
     for (const std::string& line : s.roll_unmapped) fmt::print("  {}\n", line);
   }
-  if (tiny && run->first_step == 1) fmt::print("tiny task: starting policy warmed up on wrong answers\n");
+  if (tiny && run->first_step == 1) {
+    fmt::print("{}\n", lookup ? "tiny_lookup task: starting policy warmed up to call the tool and guess the answer"
+                              : "tiny task: starting policy warmed up on wrong answers");
+  }
   print_model_line(run->model, s);
   fs::create_directories(s.output_dir);
   write_run_config(own_config, s);

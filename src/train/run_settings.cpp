@@ -88,7 +88,10 @@ OptionTable run_option_table(RunSettings& s) {
   };
 
   // What to train.
-  add(make_option("task", s.task, "tiny (built-in) or data (--model + --data; implied by --model)", one_of({"tiny", "data"})));
+  add(make_option("task", s.task,
+                  "tiny (built-in), tiny_lookup (built-in; needs its lookup tool: --env lookup) or data (--model + "
+                  "--data; implied by --model)",
+                  one_of({"tiny", "tiny_lookup", "data"})));
   add(with_aliases(existing_model(make_option("model", s.model_dir,
                                               "Hugging Face model directory (config.json, safetensors, "
                                               "tokenizer.json), or a GGUF file (weights, tokenizer and chat template)")),
@@ -318,6 +321,27 @@ OptionTable run_option_table(RunSettings& s) {
   add(make_option("curriculum_filter_retire_steps", s.curriculum_filter_retire_steps,
            "steps a retired prompt stays out (0 = for the rest of the run)", at_least_zero()));
   // Rewards.
+  // Multi-turn tool rollouts.
+  add(make_option("env", s.env,
+                  "multi-turn tool rollouts: the environment whose tools the model calls between turns (calculator, "
+                  "python, tools = both, no_tools; lookup with --task tiny_lookup); '' = single-turn completions"));
+  add(make_option("max_turns", s.multi_turn.max_turns, "with --env: assistant turns per trajectory (default 2 for "
+                  "--task tiny_lookup)", positive()));
+  add(make_option("max_tool_calls_per_turn", s.multi_turn.max_calls_per_turn,
+                  "with --env: tool calls answered per turn (later ones get an error reply)", positive()));
+  add(make_option("max_tool_reply_tokens", s.multi_turn.max_reply_tokens,
+                  "with --env: a tool reply's tokens (longer replies are cut)", positive()));
+  add(make_option("max_trajectory_tokens", s.multi_turn.max_total_tokens,
+                  "with --env: completion tokens of a trajectory, sampled turns and tool replies together (default 24 "
+                  "for --task tiny_lookup)", positive()));
+  add(make_option("tool_step_timeout", s.multi_turn.step_timeout_seconds,
+                  "with --env: seconds for the tool calls of one turn (over it the trajectory ends)", positive()));
+  add(make_option("trajectory_timeout", s.multi_turn.trajectory_timeout_seconds,
+                  "with --env: seconds of a trajectory's wall time", positive()));
+  add(make_option("tool_threads", s.multi_turn.tool_threads,
+                  "with --env: trajectories whose tools run at the same time", positive()));
+  add(make_option("failed_tool_call_reward", s.multi_turn.failed_call_reward,
+                  "with --env: added to a turn's reward per failed tool call (negative: a penalty; logged per turn)"));
   add(make_option("rewards", s.rewards, "registry reward names (in a config also a list of entries: [{name: accuracy}, ...])"));
   add(make_option("reward_weights", s.reward_weights, "one weight per reward (default: 1 each; 1,0.2 for the default list)"));
   add(existing(make_option("reward_config", s.reward_config, "JSON reward list (overrides --rewards)"), false));
@@ -424,7 +448,21 @@ void add_roll_config(const OptionTable& table, const fs::path& path, std::map<st
 void resolve(RunSettings& s, const OptionTable& table, const std::map<std::string, GivenValue>& given) {
   check_model_settings(s);
   if (!s.model_dir.empty()) s.task = "data";
-  const bool tiny = s.task == "tiny";
+  const bool lookup = s.task == "tiny_lookup", tiny = s.task == "tiny" || lookup;
+  if (lookup && s.env.empty()) s.env = "lookup";
+  GRPO_CHECK_CONFIG(s.task != "tiny" || s.env.empty(), "--env needs --task tiny_lookup or data (the tiny task has no tools)");
+  GRPO_CHECK_CONFIG(!lookup || s.env == "lookup" || s.env == "no_tools",
+                    "--task tiny_lookup: --env must be lookup (its tool) or no_tools (the control run), got '{}'", s.env);
+  GRPO_CHECK_CONFIG(s.env != "lookup" || lookup, "--env lookup needs --task tiny_lookup");
+  if (lookup) {  // the tiny model has 32 positions: prompt 8 + call 4 + reply 3 + answer 4 fit with room
+    if (!given.contains("max_turns")) s.multi_turn.max_turns = 2;
+    if (!given.contains("max_trajectory_tokens")) s.multi_turn.max_total_tokens = 24;
+    if (!given.contains("rewards") && s.rewards_json.empty() && s.reward_config.empty()) {
+      s.rewards = {"accuracy"};  // its answers have no <think> block for the format reward
+      s.reward_weights = {1.0};
+    }
+  }
+  s.multi_turn.validate();
   GRPO_CHECK_CONFIG(tiny || (!s.model_dir.empty() && (!s.data_path.empty() || !s.domains.empty())),
                     "--task data needs --model DIR and --data FILE (or a config with domains)");
   GRPO_CHECK_CONFIG(!tiny || s.domains.empty(), "a config with domains needs --model DIR");

@@ -1277,3 +1277,62 @@ TEST_CASE("grpo train runs the demo as r1_zero does: the same metrics, completio
   SUCCEED("built without tools/ (GRPO_BUILD_TOOLS=OFF)");
 #endif
 }
+
+// The tiny lookup task (agent/tiny_lookup_task.hpp) runs multi-turn tool rollouts through the whole run: its steps,
+// checkpoints and resume.
+TEST_CASE("r1_zero --task tiny_lookup: a run resumed mid-run equals the uninterrupted one", "[examples][agent]") {
+  const std::string args = " --task tiny_lookup --eval-every 0 --eval-problems 8 --save-every 1 --keep-last 0";
+  const auto straight = scratch("lookup_straight"), resumed = scratch("lookup_resumed");
+  auto run = r1_zero(args + " --steps 6", straight);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  REQUIRE(r1_zero(args + " --steps 3", resumed).status == 0);
+  run = r1_zero(args + " --steps 6 --resume", resumed);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK(grpo::io::read_file(straight / "checkpoints" / "checkpoint-6" / "model.safetensors") ==
+        grpo::io::read_file(resumed / "checkpoints" / "checkpoint-6" / "model.safetensors"));
+  const auto a = read_metrics(straight), b = read_metrics(resumed);
+  for (std::int64_t step = 4; step <= 6; ++step) {
+    INFO("step " << step);
+    CHECK(deterministic(b.at(step)) == deterministic(a.at(step)));
+    CHECK(a.at(step).at("multi_turn/turns") > 1.0);  // trajectories of more than one turn were resumed
+  }
+}
+
+TEST_CASE("r1_zero --env: tools on a Hugging Face checkpoint's chat template, and bad settings name the flag",
+          "[examples][agent]") {
+  const auto dir = scratch("env");
+  for (const auto& [flags, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--env calculator", "--env needs --task tiny_lookup or data"},
+           {"--task tiny_lookup --env calculator", "--task tiny_lookup: --env must be lookup"},
+           {"--task tiny_lookup --max-turns 0", "--max-turns"},
+           {"--task tiny_lookup --tool-step-timeout -1", "--tool-step-timeout"}}) {
+    INFO(flags);
+    const auto r = r1_zero(flags + " --steps 1", dir);
+    CHECK(r.status != 0);
+    CHECK_THAT(r.out, Catch::Contains(expected));
+  }
+  const auto model = tiny_qwen_checkpoint();
+  if (!model) return;
+  std::ofstream(dir / "data.jsonl") << R"({"problem": "What is $12 \\cdot 34$?", "solution": "\\boxed{408}"})" "\n"
+                                    << R"({"problem": "What is $7+8$?", "solution": "\\boxed{15}"})" "\n"
+                                    << R"({"problem": "What is $9-4$?", "solution": "\\boxed{5}"})" "\n";
+  const std::string data = " --model " + model->string() + " --data " + (dir / "data.jsonl").string() +
+                           " --held-out 1 --prompts 2 --group-size 2 --max-new-tokens 6 --eval-every 0 --save-every 0"
+                           " --log-completions 4 --steps 1";
+  auto r = r1_zero(data + " --env nonsense", dir / "unknown");
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("--env: unknown environment 'nonsense' (known: calculator, lookup, no_tools"));
+  const auto run_dir = dir / "calculator";
+  r = r1_zero(data + " --env calculator", run_dir);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  // The prompts announce the calculator in the chat template's tools block, and the step logs the rollouts' turns.
+  const auto completions = read_completions(run_dir);
+  REQUIRE(!completions.empty());
+  CHECK_THAT(completions.front().prompt, Catch::Contains("<tools>") && Catch::Contains("\"name\": \"calculator\""));
+  const auto metrics = read_metrics(run_dir);
+  CHECK(metrics.at(1).at("multi_turn/turns") >= 1.0);
+  CHECK(metrics.at(1).count("multi_turn/end/answer") == 1);
+}

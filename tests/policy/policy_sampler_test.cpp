@@ -263,3 +263,85 @@ TEST_CASE("Rollout::rows is a micro-batch of views of the same rows", "[policy][
   CHECK(r.rows(3, 0).batch_size() == 0);
   CHECK_THROWS_WITH(r.rows(2, 2), Catch::Contains("rows [2, 4) are outside a batch of 3"));
 }
+
+TEST_CASE("continue_generation: a KV cache carried across calls draws what a fresh prefill of the whole sequences "
+          "draws, with the same logits", "[policy][sampler]") {
+  auto model = tiny_model(5);
+  static_assert(grpo::SupportsCacheContinuation<CausalLM> && !grpo::SupportsCacheContinuation<PlainModel>);
+  const grpo::SamplerOptions options{.temperature = 1.0, .max_new_tokens = 5, .eos_token_ids = {2, 11},
+                                     .pad_token_id = 0, .seed = 9};
+  std::vector<std::vector<int64_t>> sequences{{1, 3, 4, 5}, {6}, {7, 8}};
+  grpo::CachedSequences<grpo::models::KvCache> cached;
+  grpo::Sampler sampler(options);
+  // The real tokens of row b of a rollout's completions.
+  auto real_tokens = [](const grpo::Rollout& r, int64_t b) {
+    std::vector<int64_t> out;
+    for (int64_t j = 0; j < r.completion_length(); ++j) {
+      if (r.completion_mask[b][j].item<int64_t>() != 0) out.push_back(r.completion_ids[b][j].item<int64_t>());
+    }
+    return out;
+  };
+  // Three calls: all rows, then rows 0 and 2 with fragments of different lengths appended (the middle row leaves),
+  // then row 2 alone. Each call against a fresh sampler's generate over the whole sequences, with the same keys.
+  const std::vector<std::vector<int64_t>> fragments{{9, 10}, {}, {12, 13, 14, 3}};
+  std::vector<int64_t> rows{0, 1, 2};
+  int64_t drawn = 0;
+  for (int call = 0; call < 3; ++call) {
+    INFO("call " << call);
+    std::vector<std::vector<int64_t>> batch;
+    std::vector<std::uint64_t> keys;
+    for (const int64_t row : rows) {
+      batch.push_back(sequences[static_cast<size_t>(row)]);
+      keys.push_back(static_cast<std::uint64_t>(100 * call + row));
+    }
+    const auto carried = sampler.continue_generation(model, batch, cached, keys);
+    const auto fresh = grpo::Sampler(options).generate(model, batch, 1, keys);
+    REQUIRE(torch::equal(carried.prompt_ids, fresh.prompt_ids));
+    REQUIRE(torch::equal(carried.completion_ids, fresh.completion_ids));
+    REQUIRE(torch::equal(carried.completion_mask, fresh.completion_mask));
+    GRPO_REQUIRE_CLOSE(carried.sampler_log_probs, fresh.sampler_log_probs, 1e-6, 1e-6);  // float32 log-probs
+    drawn += carried.completion_mask.sum().item<int64_t>();
+    // The cache now holds each row's sequence and completion, but for the last token drawn in the call (never fed):
+    // a row that ended before it had its end token fed while the others decoded.
+    for (size_t i = 0; i < rows.size(); ++i) {
+      auto& s = sequences[static_cast<size_t>(rows[i])];
+      const auto completion = real_tokens(carried, static_cast<int64_t>(i));
+      const bool last_drawn = static_cast<int64_t>(completion.size()) == carried.completion_length();
+      CHECK(cached.mask[static_cast<int64_t>(i)].sum().item<int64_t>() ==
+            static_cast<int64_t>(s.size() + completion.size()) - (last_drawn ? 1 : 0));
+      s.insert(s.end(), completion.begin(), completion.end());
+      const auto& fragment = fragments[static_cast<size_t>(rows[i])];
+      s.insert(s.end(), fragment.begin(), fragment.end());
+    }
+    // The next call continues rows 0 and 2 (cache rows 0 and 2), then row 2 (cache row 1 of those two).
+    if (call == 2) break;
+    cached.select_rows(torch::tensor(call == 0 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{1}, torch::kInt64));
+    rows = call == 0 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{2};
+  }
+  CHECK(drawn > 8);
+  // Logits: one token more through the carried cache equals the whole sequence run from scratch (fp64).
+  const auto& s = sequences[2];
+  const int64_t cached_tokens = cached.mask[0].sum().item<int64_t>(), n = static_cast<int64_t>(s.size());
+  REQUIRE(cached_tokens < n);
+  grpo::CachedSequences<grpo::models::KvCache> one = cached;
+  auto ids = torch::tensor(std::vector<int64_t>(s.begin() + cached_tokens, s.end()), torch::kInt64).unsqueeze(0);
+  // Row 2 decoded alone in the last call, so its run of cached tokens ends the cache: the rest follows it directly.
+  torch::NoGradGuard no_grad;
+  const auto mask = torch::cat({one.mask, torch::ones({1, n - cached_tokens}, torch::kInt64)}, 1);
+  const auto last = model->forward_step(ids, mask, one.cache).select(1, -1);
+  const auto whole = model->forward(torch::tensor(s, torch::kInt64).unsqueeze(0), torch::ones({1, n}, torch::kInt64));
+  GRPO_REQUIRE_CLOSE(last, whole.select(1, -1), 1e-10, 1e-10);
+}
+
+TEST_CASE("continue_generation rejects a sequence with nothing uncached and a cache of other rows", "[policy][errors]") {
+  auto model = tiny_model(5);
+  grpo::Sampler sampler({.max_new_tokens = 2, .eos_token_ids = {2}, .pad_token_id = 0, .seed = 1});
+  grpo::CachedSequences<grpo::models::KvCache> cached;
+  const auto first = sampler.continue_generation(model, {{1, 3}, {4}}, cached);
+  REQUIRE(first.batch_size() == 2);
+  // The cache holds 2 tokens of row 0 at least (1, 3): a sequence of those alone has nothing to continue from.
+  REQUIRE_THROWS_WITH(sampler.continue_generation(model, {{1, 3}, {4, 5, 6, 7, 8}}, cached),
+                      Catch::Contains("all of them cached"));
+  REQUIRE_THROWS_WITH(sampler.continue_generation(model, {{1, 3, 5, 6, 7}}, cached),
+                      Catch::Contains("the cache holds 2 rows for 1 sequences"));
+}

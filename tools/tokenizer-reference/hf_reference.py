@@ -27,12 +27,17 @@ def special_token(config, name):
     return value or ""
 
 
-def render_chat(config, messages, add_generation_prompt, enable_thinking=None):
+def render_chat(config, messages, add_generation_prompt, enable_thinking=None, tools=None):
     """tokenizer_config.json's chat_template rendered as transformers' apply_chat_template renders it: a sandboxed
     Jinja environment with trim_blocks, lstrip_blocks and loop controls, tojson without ASCII escapes, and the
     raise_exception / strftime_now globals. One difference: an attribute of an undefined value is undefined
     (ChainableUndefined), as in Hugging Face's JavaScript Jinja, so that an empty conversation renders (Qwen3's
-    template reads messages[0].role, which transformers reports as an error there)."""
+    template reads messages[0].role, which transformers reports as an error there).
+    `tools` (a list of JSON schemas as Python values, e.g. {"type": "function", "function": {...}}) becomes the
+    template's `tools` variable, as apply_chat_template(tools=...) passes it; left out (undefined) when None. Messages
+    may carry transformers' tool calls: an assistant message's "tool_calls" is a list of {"type": "function",
+    "function": {"name": ..., "arguments": {...}}} with the arguments as a Python dict, and a "tool" message's
+    "content" is the tool's response."""
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 
@@ -49,6 +54,8 @@ def render_chat(config, messages, add_generation_prompt, enable_thinking=None):
                "bos_token": special_token(config, "bos_token"), "eos_token": special_token(config, "eos_token")}
     if enable_thinking is not None:
         context["enable_thinking"] = enable_thinking
+    if tools is not None:
+        context["tools"] = tools
     return environment.from_string(config["chat_template"]).render(**context)
 
 

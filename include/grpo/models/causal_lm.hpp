@@ -33,6 +33,9 @@ struct KvCache {
   int64_t length() const { return keys.empty() || !keys[0].defined() ? 0 : keys[0].size(2); }
   /// Keeps only the batch rows in `rows` (int64 indices), e.g. to drop finished sequences.
   void select_rows(const torch::Tensor& rows);
+  /// Row b keeps the cached positions columns[b][0], …, columns[b][W − 1] (columns [B, W] int64, indices into the S
+  /// cached positions), in that order: S becomes W. Keys keep the rotary positions they were cached with.
+  void gather_positions(const torch::Tensor& columns);
 };
 
 /// How a new model's weights start.

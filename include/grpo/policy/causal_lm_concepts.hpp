@@ -54,4 +54,14 @@ concept SupportsKvCache = CausalLanguageModel<ModelType> && requires(ModelType m
   };
 };
 
+/// Also continues cached sequences (Sampler::continue_generation): the cache type keeps rows (select_rows(rows [K]
+/// int64)) and positions (gather_positions(columns [B, W] int64): row b keeps its cached positions columns[b][...], in
+/// that order), as models::KvCache does.
+template <typename ModelType>
+concept SupportsCacheContinuation =
+    SupportsKvCache<ModelType> && requires(typename ModuleOf<ModelType>::Cache& cache, const torch::Tensor& index) {
+      cache.select_rows(index);
+      cache.gather_positions(index);
+    };
+
 }  // namespace grpo

@@ -10,7 +10,8 @@
 
 namespace grpo {
 
-/// The valid completion tokens of each row (up to and including the first EOS, as completion_mask says), as ids.
+/// The sampled completion tokens of each row (those completion_mask marks: up to and including the first EOS; in a
+/// multi-turn rollout every turn's, the tool replies between them left out), as ids.
 inline std::vector<std::vector<int32_t>> completion_token_ids(const Rollout& rollout) {
   auto ids = rollout.completion_ids.to(torch::kCPU).contiguous();
   auto mask = rollout.completion_mask.to(torch::kCPU).contiguous();
@@ -18,7 +19,9 @@ inline std::vector<std::vector<int32_t>> completion_token_ids(const Rollout& rol
   auto valid = mask.accessor<int64_t, 2>();
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(ids.size(0)));
   for (int64_t b = 0; b < ids.size(0); ++b) {
-    for (int64_t t = 0; t < ids.size(1) && valid[b][t] != 0; ++t) out[b].push_back(static_cast<int32_t>(id[b][t]));
+    for (int64_t t = 0; t < ids.size(1); ++t) {
+      if (valid[b][t] != 0) out[b].push_back(static_cast<int32_t>(id[b][t]));
+    }
   }
   return out;
 }

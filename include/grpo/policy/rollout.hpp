@@ -14,6 +14,11 @@ namespace grpo {
 
 /// B = P·G sequences (row p·G + g is completion g of prompt p), prompts left-padded to Tp tokens, completions
 /// right-padded to Tc tokens.
+///
+/// A multi-turn rollout (agent/multi_turn_generator.hpp) holds a whole trajectory in the completion: the model's
+/// sampled turns and, between them, the tool replies and role headers it reads but did not sample. completion_mask
+/// is then the loss mask (1 only on sampled tokens: every loss term, normaliser, KL, entropy and length metric uses
+/// it) and completion_attention_mask says which tokens the policy reads (sampled or not).
 struct Rollout {
   torch::Tensor prompt_ids;         ///< [B, Tp] int64, left-padded with the pad id
   torch::Tensor prompt_mask;        ///< [B, Tp] int64, 1 = real prompt token
@@ -21,13 +26,21 @@ struct Rollout {
   torch::Tensor completion_mask;    ///< [B, Tc] int64, 1 up to and including the first EOS
   torch::Tensor truncated;          ///< [B] bool, true when the completion hit max_new_tokens without an EOS
   torch::Tensor sampler_log_probs;  ///< [B, Tc] float32 log-probs of the sampled tokens under the sampler (0 at pads)
+  /// [B, Tc] int64 or undefined: 1 on every real completion token, sampled or not (a tool reply: 1 here, 0 in
+  /// completion_mask). Undefined: completion_mask (every real completion token was sampled).
+  torch::Tensor completion_attention_mask;
+  /// [B, Tc] int64 or undefined: the assistant turn (0, 1, …) each completion token belongs to, a tool reply counting
+  /// to the turn whose calls it answers; −1 on padding. Undefined: one turn.
+  torch::Tensor completion_turns;
 
   int64_t prompt_length() const { return prompt_ids.size(1); }
   int64_t completion_length() const { return completion_ids.size(1); }
   int64_t batch_size() const { return prompt_ids.size(0); }
   /// [B, Tp + Tc] ids and mask of prompt followed by completion: the policy's input.
   torch::Tensor input_ids() const { return torch::cat({prompt_ids, completion_ids}, 1); }
-  torch::Tensor attention_mask() const { return torch::cat({prompt_mask, completion_mask}, 1); }
+  torch::Tensor attention_mask() const {
+    return torch::cat({prompt_mask, completion_attention_mask.defined() ? completion_attention_mask : completion_mask}, 1);
+  }
   /// Number of valid completion tokens (the dapo / token-mean normaliser of this batch).
   int64_t num_completion_tokens() const { return completion_mask.sum().item<int64_t>(); }
   /// [B] valid completion length of each row.
@@ -37,21 +50,34 @@ struct Rollout {
   Rollout rows(int64_t begin, int64_t count) const {
     GRPO_CHECK(begin >= 0 && count >= 0 && begin + count <= batch_size(),
                "Rollout::rows: rows [{}, {}) are outside a batch of {}", begin, begin + count, batch_size());
-    return {prompt_ids.narrow(0, begin, count),     prompt_mask.narrow(0, begin, count),
-            completion_ids.narrow(0, begin, count), completion_mask.narrow(0, begin, count),
-            truncated.narrow(0, begin, count),      sampler_log_probs.narrow(0, begin, count)};
+    return map_rows([&](const torch::Tensor& t) { return t.narrow(0, begin, count); });
   }
   /// The rows `index` ([K] int64 row numbers, in that order) as a new Rollout (copies). Padding widths stay.
   Rollout select(const torch::Tensor& index) const {
-    return {prompt_ids.index_select(0, index),     prompt_mask.index_select(0, index),
-            completion_ids.index_select(0, index), completion_mask.index_select(0, index),
-            truncated.index_select(0, index),      sampler_log_probs.index_select(0, index)};
+    return map_rows([&](const torch::Tensor& t) { return t.index_select(0, index); });
+  }
+  /// A Rollout of `f` applied to each defined [B, ...] field (undefined optional fields stay undefined).
+  template <typename RowMap>
+  Rollout map_rows(RowMap&& f) const {
+    auto apply = [&](const torch::Tensor& t) { return t.defined() ? f(t) : torch::Tensor(); };
+    Rollout out;
+    out.prompt_ids = apply(prompt_ids);
+    out.prompt_mask = apply(prompt_mask);
+    out.completion_ids = apply(completion_ids);
+    out.completion_mask = apply(completion_mask);
+    out.truncated = apply(truncated);
+    out.sampler_log_probs = apply(sampler_log_probs);
+    out.completion_attention_mask = apply(completion_attention_mask);
+    out.completion_turns = apply(completion_turns);
+    return out;
   }
 };
 
 /// The rows of several rollouts, one after another, as one Rollout: prompts left-padded and completions
-/// right-padded with `pad_token_id` to the widest part (mask 0, sampler log-prob 0 on the new padding), so each row's
-/// tokens and positions are what they were. Empty parts are allowed; throws grpo::Error for no parts.
+/// right-padded with `pad_token_id` to the widest part (mask 0, sampler log-prob 0, turn −1 on the new padding), so each
+/// row's tokens and positions are what they were. When some part has completion_attention_mask (or completion_turns),
+/// the others get theirs (completion_mask; turn 0 on real tokens). Empty parts are allowed; throws grpo::Error for no
+/// parts.
 inline Rollout concat_rollouts(const std::vector<Rollout>& parts, int64_t pad_token_id) {
   GRPO_CHECK(!parts.empty(), "concat_rollouts: no rollouts");
   int64_t tp = 0, tc = 0;
@@ -59,7 +85,12 @@ inline Rollout concat_rollouts(const std::vector<Rollout>& parts, int64_t pad_to
     tp = std::max(tp, r.prompt_length());
     tc = std::max(tc, r.completion_length());
   }
-  std::vector<torch::Tensor> pi, pm, ci, cm, tr, lp;
+  bool any_attention = false, any_turns = false;
+  for (const Rollout& r : parts) {
+    any_attention = any_attention || r.completion_attention_mask.defined();
+    any_turns = any_turns || r.completion_turns.defined();
+  }
+  std::vector<torch::Tensor> pi, pm, ci, cm, tr, lp, am, tu;
   for (const Rollout& r : parts) {
     const int64_t left = tp - r.prompt_length(), right = tc - r.completion_length();
     namespace F = torch::nn::functional;
@@ -69,8 +100,25 @@ inline Rollout concat_rollouts(const std::vector<Rollout>& parts, int64_t pad_to
     cm.push_back(F::pad(r.completion_mask, F::PadFuncOptions({0, right})));
     tr.push_back(r.truncated);
     lp.push_back(F::pad(r.sampler_log_probs, F::PadFuncOptions({0, right})));
+    if (any_attention) {
+      const auto& attention = r.completion_attention_mask.defined() ? r.completion_attention_mask : r.completion_mask;
+      am.push_back(F::pad(attention, F::PadFuncOptions({0, right})));
+    }
+    if (any_turns) {
+      const auto turns = r.completion_turns.defined() ? r.completion_turns : r.completion_mask.to(torch::kInt64) - 1;
+      tu.push_back(F::pad(turns, F::PadFuncOptions({0, right}).value(-1.0)));
+    }
   }
-  return {torch::cat(pi), torch::cat(pm), torch::cat(ci), torch::cat(cm), torch::cat(tr), torch::cat(lp)};
+  Rollout out;
+  out.prompt_ids = torch::cat(pi);
+  out.prompt_mask = torch::cat(pm);
+  out.completion_ids = torch::cat(ci);
+  out.completion_mask = torch::cat(cm);
+  out.truncated = torch::cat(tr);
+  out.sampler_log_probs = torch::cat(lp);
+  if (any_attention) out.completion_attention_mask = torch::cat(am);
+  if (any_turns) out.completion_turns = torch::cat(tu);
+  return out;
 }
 
 }  // namespace grpo

@@ -95,6 +95,21 @@ struct SamplerOptions {
   }
 };
 
+/// The KV cache of B sequences between Sampler::continue_generation calls (a multi-turn rollout's trajectories between
+/// turns): the cache's rows and its attention mask [B, S] int64 (undefined: nothing cached yet). Row b's cached tokens
+/// are one run of mask-1 columns, after left padding and possibly before mask-0 columns: its sequence's first tokens.
+template <typename Cache>
+struct CachedSequences {
+  Cache cache{};
+  torch::Tensor mask;
+  /// Keeps the rows `rows` ([K] int64), in that order.
+  void select_rows(const torch::Tensor& rows) {
+    if (!mask.defined()) return;
+    cache.select_rows(rows);
+    mask = mask.index_select(0, rows.to(mask.device()));
+  }
+};
+
 /// Samples completions token by token. Rollout::sampler_log_probs holds the log-prob of each sampled token under
 /// the distribution chosen by SamplerOptions::log_probs (after temperature; with temperature 0 — greedy — it is the
 /// temperature-1 log-prob of the chosen token).
@@ -132,28 +147,14 @@ class Sampler {
     left_pad(prompts, group_size, r);
     const int64_t batch = r.prompt_ids.size(0);
     set_row_keys(prompt_keys, static_cast<int64_t>(prompts.size()), group_size);
-    auto finished = torch::zeros({batch}, torch::kBool);
-    std::vector<torch::Tensor> tokens, masks, log_probs;
-    // Keeps a step's draws ([B] tokens and log-probs; rows finished before it get pad, mask 0 and log-prob 0) and
-    // returns whether every row has now finished.
-    auto record = [&](torch::Tensor token, const torch::Tensor& log_prob) {
-      auto real = finished.logical_not();
-      token = torch::where(real, token, torch::full_like(token, options_.pad_token_id));
-      tokens.push_back(token);
-      masks.push_back(real.to(torch::kInt64));
-      log_probs.push_back(log_prob * real);
-      finished = finished | is_eos(token);
-      return finished.all().item<bool>();
-    };
+    Draws draws(batch);
 
     if constexpr (SupportsKvCache<ModelType>) {
       using Cache = typename ModuleOf<ModelType>::Cache;
       constexpr bool compacts = requires(Cache& c, const torch::Tensor& rows) { c.select_rows(rows); };
       Cache cache{};
-      // Rows of the batch still decoding (indices into the B rows), and their attention mask [A, S].
-      auto active = torch::arange(batch, torch::kInt64);
       auto mask = r.prompt_mask.clone();
-      torch::Tensor logits;  // [A, V]
+      torch::Tensor logits;  // [B, V]
       if (compacts && group_size > 1) {  // one prefill per prompt, its cache rows repeated for the group
         const auto firsts = torch::arange(0, batch, group_size, torch::kInt64);
         const auto per_row = torch::arange(batch, torch::kInt64).div(group_size, "floor");
@@ -164,43 +165,168 @@ class Sampler {
       } else {
         logits = last_logits(model, r.prompt_ids, mask, cache);
       }
-      for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
-        const auto real = finished.index_select(0, active).logical_not();  // the decoding rows not yet finished
-        auto [token, log_prob] = sample(logits.to(torch::kFloat32), active, batch, step);
-        if (record(token, log_prob) || step + 1 == options_.max_new_tokens) break;
-        // A row keeps decoding: its new token is real (a row that just ended leaves below, or is masked out).
-        mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
-        if constexpr (compacts) {
-          const auto still = finished.index_select(0, active).logical_not();
-          if (!still.all().item<bool>()) {  // rows that finished leave the batch
-            const auto keep = still.nonzero().squeeze(1);
-            active = active.index_select(0, keep);
-            mask = mask.index_select(0, keep);
-            cache.select_rows(keep);
-          }
-        }
-        logits = last_logits(model, token.index_select(0, active).unsqueeze(1), mask, cache);
-      }
+      decode(model, cache, mask, std::move(logits), compacts, draws);
     } else {
       auto mask = r.prompt_mask.clone();
       const auto all = torch::arange(batch, torch::kInt64);
       for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
-        auto ids = step == 0 ? r.prompt_ids : torch::cat({r.prompt_ids, torch::stack(tokens, 1)}, 1);
+        auto ids = step == 0 ? r.prompt_ids : torch::cat({r.prompt_ids, torch::stack(draws.tokens, 1)}, 1);
         auto logits = model->forward(ids, mask).select(1, -1);
-        const auto real = finished.logical_not();
+        const auto real = draws.finished.logical_not();
         auto [token, log_prob] = sample(logits.to(torch::kFloat32), all, batch, step);
-        if (record(token, log_prob)) break;
+        if (record(draws, token, log_prob)) break;
         mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
       }
     }
-    r.completion_ids = torch::stack(tokens, 1);
-    r.completion_mask = torch::stack(masks, 1);
-    r.sampler_log_probs = torch::stack(log_probs, 1);
-    r.truncated = finished.logical_not();
+    draws.into(r);
+    return r;
+  }
+
+  /// One completion for each of B `sequences` (as generate with group_size 1 and `keys` as its prompt keys), where the
+  /// keys and values of each row's leading tokens may already be in `cached` from the call before (a multi-turn
+  /// rollout continuing its trajectories after a tool reply): only the tokens the cache lacks are run, so a sequence
+  /// that grew by a fragment costs a prefill of the fragment, not of the whole sequence. `cached` holds B rows in the
+  /// order of `sequences` (empty on the first call: every token is run), and each row's cached tokens must be the
+  /// first tokens of its sequence; it is updated to hold every row's sequence and completion (up to the last token
+  /// fed to the model). Rows that finish stay in the decoding batch, masked, so that their cache rows are kept.
+  ///
+  /// The cached positions are moved (gathered) so that each row is left padding and then its tokens, the uncached
+  /// ones run as one block of the longest row's count (a shorter row runs its last cached tokens again to fill it):
+  /// every row's positions and attention are then a fresh prefill's, and the logits equal it to rounding.
+  /// Returns prompt_ids / prompt_mask = the sequences left-padded, and the completions as generate does.
+  template <typename ModelType>
+    requires SupportsCacheContinuation<ModelType>
+  Rollout continue_generation(ModelType& model, const std::vector<std::vector<int64_t>>& sequences,
+                              CachedSequences<typename ModuleOf<ModelType>::Cache>& cached,
+                              std::span<const std::uint64_t> keys = {}) {
+    GRPO_CHECK(!sequences.empty(), "Sampler::continue_generation: no sequences");
+    GRPO_CHECK(keys.empty() || keys.size() == sequences.size(), "Sampler::continue_generation: {} keys for {} sequences",
+               keys.size(), sequences.size());
+    const auto batch = static_cast<int64_t>(sequences.size());
+    GRPO_CHECK(!cached.mask.defined() || cached.mask.size(0) == batch,
+               "Sampler::continue_generation: the cache holds {} rows for {} sequences", cached.mask.size(0), batch);
+    torch::NoGradGuard no_grad;
+    Rollout r;
+    left_pad(sequences, 1, r);
+    set_row_keys(keys, batch, 1);
+    // Each row's cached run: columns [first, first + count) of the cache hold its first `count` tokens.
+    std::vector<int64_t> first(static_cast<size_t>(batch), 0), count(static_cast<size_t>(batch), 0);
+    if (cached.mask.defined() && cached.mask.size(1) > 0) {
+      const torch::Tensor mask = cached.mask.to(torch::kCPU).contiguous();
+      const auto m = mask.accessor<int64_t, 2>();
+      for (int64_t b = 0; b < batch; ++b) {
+        int64_t j = 0;
+        while (j < mask.size(1) && m[b][j] == 0) ++j;
+        first[static_cast<size_t>(b)] = j;
+        while (j < mask.size(1) && m[b][j] != 0) ++j;
+        count[static_cast<size_t>(b)] = j - first[static_cast<size_t>(b)];
+      }
+    }
+    int64_t block = 1;  // the uncached tokens of the row that has most
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto n = static_cast<int64_t>(sequences[static_cast<size_t>(b)].size());
+      GRPO_CHECK(count[static_cast<size_t>(b)] < n,
+                 "Sampler::continue_generation: sequence {} has {} tokens, all of them cached (nothing to continue from)",
+                 b, n);
+      block = std::max(block, n - count[static_cast<size_t>(b)]);
+    }
+    // Row b keeps its first kept[b] = max(0, n − block) cached tokens, right-aligned in `width` columns, and runs the
+    // rest (left-padded to `block` when the whole sequence is shorter).
+    std::vector<int64_t> kept(static_cast<size_t>(batch));
+    int64_t width = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto n = static_cast<int64_t>(sequences[static_cast<size_t>(b)].size());
+      kept[static_cast<size_t>(b)] = std::max<int64_t>(0, n - block);
+      width = std::max(width, kept[static_cast<size_t>(b)]);
+    }
+    auto columns = torch::zeros({batch, width}, torch::kInt64);
+    auto mask = torch::zeros({batch, width + block}, torch::kInt64);
+    auto input = torch::full({batch, block}, options_.pad_token_id, torch::kInt64);
+    {
+      auto c = columns.accessor<int64_t, 2>();
+      auto m = mask.accessor<int64_t, 2>();
+      auto in = input.accessor<int64_t, 2>();
+      for (int64_t b = 0; b < batch; ++b) {
+        const auto& s = sequences[static_cast<size_t>(b)];
+        const int64_t k = kept[static_cast<size_t>(b)], n = static_cast<int64_t>(s.size());
+        for (int64_t j = 0; j < k; ++j) {
+          c[b][width - k + j] = first[static_cast<size_t>(b)] + j;
+          m[b][width - k + j] = 1;
+        }
+        for (int64_t j = k; j < n; ++j) {
+          in[b][block - (n - j)] = s[static_cast<size_t>(j)];
+          m[b][width + block - (n - j)] = 1;
+        }
+      }
+    }
+    using Cache = typename ModuleOf<ModelType>::Cache;
+    if (width == 0) {
+      cached.cache = Cache{};
+    } else {
+      cached.cache.gather_positions(columns);
+    }
+    Draws draws(batch);
+    auto logits = last_logits(model, input, mask, cached.cache);
+    decode(model, cached.cache, mask, std::move(logits), /*compact=*/false, draws);
+    cached.mask = std::move(mask);
+    draws.into(r);
     return r;
   }
 
  private:
+  /// The draws of one call: each step's [B] tokens, masks and log-probs, and which rows have finished.
+  struct Draws {
+    explicit Draws(int64_t batch) : finished(torch::zeros({batch}, torch::kBool)) {}
+    std::vector<torch::Tensor> tokens, masks, log_probs;
+    torch::Tensor finished;  // [B] bool
+    /// The completions [B, steps] into `r`.
+    void into(Rollout& r) const {
+      r.completion_ids = torch::stack(tokens, 1);
+      r.completion_mask = torch::stack(masks, 1);
+      r.sampler_log_probs = torch::stack(log_probs, 1);
+      r.truncated = finished.logical_not();
+    }
+  };
+
+  /// Keeps a step's draws ([B] tokens and log-probs; rows finished before it get pad, mask 0 and log-prob 0) and
+  /// returns whether every row has now finished.
+  bool record(Draws& draws, torch::Tensor token, const torch::Tensor& log_prob) const {
+    auto real = draws.finished.logical_not();
+    token = torch::where(real, token, torch::full_like(token, options_.pad_token_id));
+    draws.tokens.push_back(token);
+    draws.masks.push_back(real.to(torch::kInt64));
+    draws.log_probs.push_back(log_prob * real);
+    draws.finished = draws.finished | is_eos(token);
+    return draws.finished.all().item<bool>();
+  }
+
+  /// The decoding loop of a KV-cache model from the logits [B, V] of the position before the first new token, with
+  /// `cache` and `mask` [B, S] covering the B rows. With `compact`, rows that have finished leave the batch (their
+  /// cache rows dropped); without it they stay, masked, and on return `cache` and `mask` hold every row up to the
+  /// last token fed (the last token drawn is not fed).
+  template <typename ModelType, typename Cache>
+  void decode(ModelType& model, Cache& cache, torch::Tensor& mask, torch::Tensor logits, bool compact, Draws& draws) {
+    const int64_t batch = draws.finished.size(0);
+    auto active = torch::arange(batch, torch::kInt64);  // rows of the batch still decoding (indices into the B rows)
+    for (int64_t step = 0; step < options_.max_new_tokens; ++step) {
+      const auto real = draws.finished.index_select(0, active).logical_not();  // the decoding rows not yet finished
+      auto [token, log_prob] = sample(logits.to(torch::kFloat32), active, batch, step);
+      if (record(draws, token, log_prob) || step + 1 == options_.max_new_tokens) break;
+      // A row keeps decoding: its new token is real (a row that just ended leaves below, or is masked out).
+      mask = torch::cat({mask, real.to(torch::kInt64).unsqueeze(1).to(mask.device())}, 1);
+      if constexpr (requires(const torch::Tensor& rows) { cache.select_rows(rows); }) {
+        const auto still = draws.finished.index_select(0, active).logical_not();
+        if (compact && !still.all().item<bool>()) {  // rows that finished leave the batch
+          const auto keep = still.nonzero().squeeze(1);
+          active = active.index_select(0, keep);
+          mask = mask.index_select(0, keep);
+          cache.select_rows(keep);
+        }
+      }
+      logits = last_logits(model, token.index_select(0, active).unsqueeze(1), mask, cache);
+    }
+  }
+
   /// Logits [rows, V] of the last new position (forward_step_last when the model has it: lm_head on that position
   /// only).
   template <typename ModelType, typename Cache>

@@ -14,6 +14,7 @@
 
 #include <grpo/policy/rollout.hpp>
 #include <grpo/policy/sampler.hpp>
+#include <grpo/train/metrics.hpp>
 #include <grpo/train/prompt_source.hpp>
 
 #include <torch/torch.h>
@@ -53,6 +54,10 @@ class Generator {
   /// completion up to and including its stop token, `truncated` where the limit cut it, and sampler_log_probs [rows,
   /// T] when the loss compares the trainer's log-probs with the sampler's). On the CPU. Called without gradients.
   virtual Rollout generate(const GenerationRequest& request) = 0;
+  /// Metrics of the last generate call (a multi-turn generator's turns, tool calls and why trajectories ended),
+  /// logged with the step's: the same names, reductions and order after every call (the trainer combines a step's
+  /// calls and ranks with combine_metrics / reduce_metrics). Default: none.
+  virtual std::vector<MetricValue> last_metrics() const { return {}; }
 };
 
 /// The prompts' token ids, in order.

@@ -194,6 +194,8 @@ struct StepBatch {
   /// Reward metrics of every completion sampled (all rounds), dynamic-sampling metrics, completion lengths [N] and
   /// truncation flags [N] (float64) of every completion sampled this step: the policy's numbers, not the filter's.
   std::vector<MetricValue> score_metrics;
+  /// The generator's metrics (Generator::last_metrics) over every generate call of the step.
+  std::vector<MetricValue> generation_metrics;
   std::vector<std::pair<std::string, double>> sampling_metrics;
   torch::Tensor sampled_lengths, sampled_truncated;
   /// The log-prob pass, [rows, T] (float32; float64 for a float64 model), undefined unless needed: the rollout

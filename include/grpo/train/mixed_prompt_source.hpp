@@ -54,6 +54,9 @@ struct MixedPromptSourceOptions {
   /// any would silently fall back to rows outside it).
   std::int64_t steps = 1;
   std::optional<PassRateFilterOptions> filter;  ///< nullopt = no filter
+  /// Tool schemas (agent::Tool::schema_json) every prompt announces through the chat template's `tools` (multi-turn
+  /// tool rollouts); empty: none. Not applied to rows that bring their prompt as raw text.
+  std::vector<std::string> tools;
 };
 
 class MixedPromptSource final : public PromptSource {
@@ -89,6 +92,7 @@ class MixedPromptSource final : public PromptSource {
   Problem problem(const io::Example& example, std::size_t domain) const;
 
   text::Tokenizer tokenizer_;
+  std::vector<std::string> tools_;
   std::vector<std::int64_t> eos_ids_;
   std::int64_t pad_ = 0;
   std::vector<std::string> names_;

@@ -40,9 +40,11 @@ void prepare_model(models::CausalLM& model, const RunSettings& settings, const t
 /// The run's scorer: --reward-config, the config's reward entries, or --rewards with --reward-weights; with
 /// domains, each domain's own set.
 StepScorer make_scorer(const RunSettings& settings);
-/// The data runs' prompt source: --data and the domains' files, held-out split or validation files, curriculum.
+/// The data runs' prompt source: --data and the domains' files, held-out split or validation files, curriculum;
+/// `tools`: the tool schemas every prompt announces (multi-turn rollouts, --env).
 std::unique_ptr<MixedPromptSource> make_data_source(const RunSettings& settings, text::Tokenizer tokenizer,
-                                                    std::vector<std::int64_t> eos_token_ids);
+                                                    std::vector<std::int64_t> eos_token_ids,
+                                                    std::vector<std::string> tools = {});
 
 /// Everything a run holds, at fixed addresses (the trainer refers to the group, source and scorer).
 struct Run {

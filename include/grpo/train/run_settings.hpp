@@ -15,6 +15,7 @@
 #pragma once
 
 #include <grpo/io/dataset.hpp>
+#include <grpo/agent/multi_turn_options.hpp>
 #include <grpo/train/grpo_trainer.hpp>
 #include <grpo/train/option_table.hpp>
 #include <grpo/train/run_config.hpp>
@@ -31,7 +32,9 @@ namespace grpo::train {
 
 struct RunSettings {
   // What to train.
-  std::string task = "tiny";  ///< tiny (the built-in task, tiny_task.hpp) or data (a checkpoint on data sets)
+  /// tiny (the built-in task, tiny_task.hpp), tiny_lookup (a task only a tool solves, agent/tiny_lookup_task.hpp) or
+  /// data (a checkpoint on data sets)
+  std::string task = "tiny";
   std::filesystem::path model_dir, data_path;
   io::DatasetFormat data_format = io::DatasetFormat::detect;
   std::string prompt_field, answer_field, unknown_tag = "error";
@@ -70,6 +73,10 @@ struct RunSettings {
   bool resume = false, tensorboard = true;
   int threads = 0;  ///< 0 = 1 for the tiny task, else cores / processes
   std::filesystem::path roll_config;
+
+  // Multi-turn tool rollouts (agent/multi_turn_generator.hpp) in this environment; "" = single-turn completions.
+  std::string env;
+  agent::MultiTurnOptions multi_turn;
 
   GrpoTrainerOptions trainer;
 

@@ -131,12 +131,13 @@ class TinyTask final : public PromptSource {
   std::uint64_t round_ = 0;  // generation round within last_step_
 };
 
-/// The tiny task's model: a 2-layer Qwen2-shaped model (hidden 64), random weights from `seed`.
-inline models::CausalLM tiny_task_model(std::uint64_t seed) {
+/// A tiny task's model: a 2-layer Qwen2-shaped model (hidden 64, 32 positions) over `vocab` tokens ending at
+/// `eos`, random weights from `seed`.
+inline models::CausalLM tiny_model(std::uint64_t seed, std::int64_t vocab, std::int64_t eos) {
   torch::manual_seed(seed);
   models::ModelConfig c;
   c.architecture = models::Architecture::qwen2;
-  c.vocab_size = TinyTask::kVocab;
+  c.vocab_size = vocab;
   c.hidden_size = 64;
   c.intermediate_size = 128;
   c.num_hidden_layers = 2;
@@ -145,9 +146,12 @@ inline models::CausalLM tiny_task_model(std::uint64_t seed) {
   c.max_position_embeddings = 32;
   c.rope_theta = 10000.0;
   c.tie_word_embeddings = true;
-  c.eos_token_ids = {TinyTask::kEos};
+  c.eos_token_ids = {eos};
   return models::CausalLM(c);
 }
+
+/// The tiny task's model: tiny_model over its vocabulary.
+inline models::CausalLM tiny_task_model(std::uint64_t seed) { return tiny_model(seed, TinyTask::kVocab, TinyTask::kEos); }
 
 /// Supervised warm-up on wrong answers copied from the prompt: the model learns the format and to read its input.
 /// The library's SFT stage (train/sft.hpp): loss on the completion tokens only, token mean, the fused log-prob path.

@@ -188,7 +188,7 @@ void append_number(std::string_view token, std::string_view what, std::string& o
 /// Writes the value `value` (an On Demand value or the document itself) to `out`.
 template <typename Value>
 void append_value(Value& value, std::string_view what, std::string& out) {
-  ondemand::json_type type;
+  ondemand::json_type type = ondemand::json_type::null;  // set by type() (check throws on its error)
   check(value.type().get(type), what);
   switch (type) {
     case ondemand::json_type::object: {

@@ -55,7 +55,7 @@ TEST_CASE("Run option table: every option is in --help, accepted as a config key
       {"rollout_rs_threshold", "0.5_2.0"}, {"curriculum_start", "[0, 2]"}, {"curriculum_end", "[0, 10]"},
       {"curriculum_stages", "['10:0:5']"}, {"reward_weights", "[1, 0.5]"}, {"reward_config", (dir / "file.json").string()},
       {"eval_temperature", "0.7"}, {"validation_data", (dir / "file.json").string()},
-      {"roll_config", (dir / "file.json").string()}};
+      {"roll_config", (dir / "file.json").string()}, {"env", "calculator"}};
   train::RunSettings settings;
   const train::OptionTable table = train::run_option_table(settings);
   const std::string help = table.help("test [options]");

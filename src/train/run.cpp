@@ -31,8 +31,10 @@ constexpr const char* kR1ZeroSystemPrompt =
     "The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> tags, "
     "respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>.";
 
-/// Supervised warm-up steps of the tiny tasks' models (their format, on wrong answers or guesses).
-constexpr std::int64_t kTinyWarmUpSteps = 150;
+/// Supervised warm-up steps of the tiny task's model (its format, on wrong answers), and of the tiny lookup task's
+/// (the protocol and reading a reply, on calls for the wrong key: 150 steps left it calling keys the prompt does not
+/// show and answering digits the reply does not hold, and GRPO did not learn from there).
+constexpr std::int64_t kTinyWarmUpSteps = 150, kTinyLookupWarmUpSteps = 600;
 
 /// Fails (naming the flag) when the LoRA settings select no module of `model`: checked as soon as the model exists.
 void check_lora_targets(const models::CausalLM& model, const RunSettings& s) {
@@ -227,7 +229,7 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
     auto task = std::make_unique<agent::TinyLookupTask>(s.trainer.seed, s.held_out);
     run->model = agent::tiny_lookup_model(s.trainer.seed);
     check_lora_targets(run->model, s);
-    agent::warm_up_tiny_lookup_model(run->model, *task, s.trainer.seed, kTinyWarmUpSteps);
+    agent::warm_up_tiny_lookup_model(run->model, *task, s.trainer.seed, kTinyLookupWarmUpSteps);
     run->source = std::move(task);
     codec = std::make_shared<agent::TinyLookupCodec>();
   } else if (tiny) {

@@ -1280,6 +1280,31 @@ TEST_CASE("grpo train runs the demo as r1_zero does: the same metrics, completio
 
 // The tiny lookup task (agent/tiny_lookup_task.hpp) runs multi-turn tool rollouts through the whole run: its steps,
 // checkpoints and resume.
+// The tiny lookup task's learning signal: with the tool GRPO lifts held-out accuracy off the no-tool level (0.1), with
+// every call answered by an error (--env no_tools) it cannot. Measured on seed 1 (temperature 0.05, 128 problems):
+// 0.10 -> 0.34 after 150 steps with the tool (0.37 after 300: the task is not yet learned to the issue's 0.9,
+// docs/agents.md), 0.10 -> 0.11 without. With GRPO_TEST_ZERO_LR=1 the first check fails.
+TEST_CASE("r1_zero --task tiny_lookup: the tool's replies lift held-out accuracy above the no-tool level, and "
+          "without the tool it stays there", "[examples][agent]") {
+  const std::string args = " --task tiny_lookup --steps 150 --eval-every 150 --save-every 0" + kLearningEval +
+                           grpo::testing::learning_rate_flag("");
+  const auto with_tool = scratch("lookup_learns");
+  auto run = r1_zero(args, with_tool);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  const auto metrics = read_metrics(with_tool);
+  CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.2);
+  const double after = metrics.at(150).at("eval/mean_accuracy");
+  CHECK(after >= 0.25);
+  const auto without_tool = scratch("lookup_no_tools");
+  run = r1_zero(args + " --env no_tools", without_tool);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  const auto control = read_metrics(without_tool);
+  CHECK(control.at(150).at("eval/mean_accuracy") <= 0.2);
+  CHECK(control.at(150).at("multi_turn/failed_call_fraction") == 1.0);
+}
+
 TEST_CASE("r1_zero --task tiny_lookup: a run resumed mid-run equals the uninterrupted one", "[examples][agent]") {
   const std::string args = " --task tiny_lookup --eval-every 0 --eval-problems 8 --save-every 1 --keep-last 0";
   const auto straight = scratch("lookup_straight"), resumed = scratch("lookup_resumed");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/agent/builtin_tools.hpp>
 #include <grpo/agent/environment.hpp>
+#include <grpo/agent/run_with_deadline.hpp>
 #include <grpo/core/error.hpp>
 
 #include <fmt/format.h>
@@ -8,7 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <future>
+#include <optional>
 #include <thread>
 
 namespace grpo::agent {
@@ -83,22 +84,17 @@ EnvironmentStep failed_step(const StepJob& job, const std::string& why, ToolOutc
 StepResult run_one(const StepJob& job) {
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  // The step runs on a thread of its own so that one that hangs is abandoned at its timeout: the thread keeps the
-  // environment alive and finishes (or not) on its own.
-  std::packaged_task<EnvironmentStep()> task([environment = job.environment, text = job.turn_text, calls = job.calls] {
-    return environment->step(text, calls);
-  });
-  auto future = task.get_future();
-  std::thread worker(std::move(task));
-  if (future.wait_for(job.timeout) != std::future_status::ready) {
-    worker.detach();
-    return {failed_step(job, fmt::format("Error: the tools timed out after {} ms", job.timeout.count()),
-                        ToolOutcome::Status::timeout),
-            true, seconds()};
-  }
-  worker.join();
+  // A step that hangs is abandoned at its timeout (run_with_deadline: its thread keeps the environment alive).
   try {
-    EnvironmentStep step = future.get();
+    std::optional<EnvironmentStep> done = run_with_deadline(
+        [environment = job.environment, text = job.turn_text, calls = job.calls] { return environment->step(text, calls); },
+        job.timeout);
+    if (!done) {
+      return {failed_step(job, fmt::format("Error: the tools timed out after {} ms", job.timeout.count()),
+                          ToolOutcome::Status::timeout),
+              true, seconds()};
+    }
+    EnvironmentStep step = std::move(*done);
     if (step.replies.size() != job.calls.size() || step.statuses.size() != job.calls.size()) {
       return {failed_step(job,
                           fmt::format("Error: the environment gave {} replies for {} calls", step.replies.size(),

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <grpo/agent/run_with_deadline.hpp>
 #include <grpo/agent/tool.hpp>
 #include <grpo/core/error.hpp>
 #include <grpo/text/python_json.hpp>
@@ -8,8 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <future>
-#include <thread>
+#include <optional>
 
 namespace grpo::agent {
 namespace {
@@ -135,35 +135,32 @@ ToolOutcome ToolSet::run(const ToolCall& call) const {
                                                  names.empty() ? "none" : names)),
                   Status::unknown_tool);
   }
-  // The call runs on its own thread so that one that hangs is abandoned at its timeout (it keeps `tool` alive and
-  // finishes on its own); the state it writes is its own.
+  // A call that hangs is abandoned at its timeout (run_with_deadline: its thread keeps `tool` alive); the state it
+  // writes is its own.
   struct Result {
     ToolReply reply;
     Status status = Status::ok;
   };
-  std::packaged_task<Result()> task([tool, arguments = call.arguments_json]() -> Result {
-    try {
-      ToolReply reply = tool->call(ToolArguments(arguments));
-      return {reply, reply.error ? Status::error : Status::ok};
-    } catch (const ToolArgumentError& e) {
-      return {ToolReply::failure(fmt::format("Error: {}: {}", tool->name(), e.what())), Status::bad_arguments};
-    } catch (const std::exception& e) {
-      return {ToolReply::failure(fmt::format("Error: {} failed: {}", tool->name(), e.what())), Status::crashed};
-    } catch (...) {
-      return {ToolReply::failure(fmt::format("Error: {} failed", tool->name())), Status::crashed};
-    }
-  });
-  auto result = task.get_future();
-  std::thread worker(std::move(task));
-  if (result.wait_for(tool->spec().timeout) != std::future_status::ready) {
-    worker.detach();
+  std::optional<Result> result = run_with_deadline(
+      [tool, arguments = call.arguments_json]() -> Result {
+        try {
+          ToolReply reply = tool->call(ToolArguments(arguments));
+          return {reply, reply.error ? Status::error : Status::ok};
+        } catch (const ToolArgumentError& e) {
+          return {ToolReply::failure(fmt::format("Error: {}: {}", tool->name(), e.what())), Status::bad_arguments};
+        } catch (const std::exception& e) {
+          return {ToolReply::failure(fmt::format("Error: {} failed: {}", tool->name(), e.what())), Status::crashed};
+        } catch (...) {
+          return {ToolReply::failure(fmt::format("Error: {} failed", tool->name())), Status::crashed};
+        }
+      },
+      tool->spec().timeout);
+  if (!result) {
     return finish(ToolReply::failure(fmt::format("Error: {} timed out after {} ms", tool->name(),
                                                  tool->spec().timeout.count())),
                   Status::timeout);
   }
-  worker.join();
-  Result r = result.get();
-  return finish(std::move(r.reply), r.status);
+  return finish(std::move(result->reply), result->status);
 }
 
 }  // namespace grpo::agent

@@ -173,7 +173,7 @@ TEST_CASE("Hermes tool calls: blocks, parallel calls and malformed ones", "[agen
   CHECK_THROWS_AS(grpo::agent::tool_call_format_for(grpo::text::ChatFormat::llama3), grpo::ConfigError);
 }
 
-TEST_CASE("environment steps run concurrently; one that hangs or throws stalls nothing else", "[agent]") {
+TEST_CASE("environment steps run concurrently, and one that hangs or throws stalls nothing else", "[agent]") {
   class SlowEnvironment final : public grpo::agent::Environment {
    public:
     SlowEnvironment(int milliseconds, bool throws) : milliseconds_(milliseconds), throws_(throws) {}

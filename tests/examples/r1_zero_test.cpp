@@ -1280,12 +1280,12 @@ TEST_CASE("grpo train runs the demo as r1_zero does: the same metrics, completio
 
 // The tiny lookup task (agent/tiny_lookup_task.hpp) runs multi-turn tool rollouts through the whole run: its steps,
 // checkpoints and resume.
-// The tiny lookup task's learning signal: with the tool GRPO lifts held-out accuracy off the no-tool level (0.1), with
-// every call answered by an error (--env no_tools) it cannot. Measured on seed 1 (temperature 0.05, 128 problems):
-// 0.10 -> 0.34 after 150 steps with the tool (0.37 after 300: the task is not yet learned to the issue's 0.9,
-// docs/agents.md), 0.10 -> 0.11 without. With GRPO_TEST_ZERO_LR=1 the first check fails.
-TEST_CASE("r1_zero --task tiny_lookup: the tool's replies lift held-out accuracy above the no-tool level, and "
-          "without the tool it stays there", "[examples][agent]") {
+// The tiny lookup task's learning test: with the tool GRPO lifts held-out accuracy from about the no-tool level (0.1)
+// to the task learned; with every call answered by an error (--env no_tools) it cannot. Measured (temperature 0.05,
+// 128 problems, docs/testing.md): after 150 steps 1.000 on seeds 1-3 and on the restricted CPU path (start
+// 0.03-0.12); without the tool at most 0.13 at any evaluation. With GRPO_TEST_ZERO_LR=1 the check after >= 0.9 fails.
+TEST_CASE("r1_zero --task tiny_lookup: GRPO learns to use the tool (held-out accuracy from the no-tool level to "
+          "0.9 and more), and without the tool it stays there", "[examples][agent]") {
   const std::string args = " --task tiny_lookup --steps 150 --eval-every 150 --save-every 0" + kLearningEval +
                            grpo::testing::learning_rate_flag("");
   const auto with_tool = scratch("lookup_learns");
@@ -1293,16 +1293,19 @@ TEST_CASE("r1_zero --task tiny_lookup: the tool's replies lift held-out accuracy
   INFO(run.out);
   REQUIRE(run.status == 0);
   const auto metrics = read_metrics(with_tool);
-  CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.2);
+  CHECK(metrics.at(0).at("eval/mean_accuracy") <= 0.25);
   const double after = metrics.at(150).at("eval/mean_accuracy");
-  CHECK(after >= 0.25);
+  CHECK(after >= 0.9);
   const auto without_tool = scratch("lookup_no_tools");
   run = r1_zero(args + " --env no_tools", without_tool);
   INFO(run.out);
   REQUIRE(run.status == 0);
   const auto control = read_metrics(without_tool);
-  CHECK(control.at(150).at("eval/mean_accuracy") <= 0.2);
-  CHECK(control.at(150).at("multi_turn/failed_call_fraction") == 1.0);
+  CHECK(control.at(150).at("eval/mean_accuracy") <= 0.25);
+  // The switch itself, on the starting policy's calls (one per trajectory): answered with the tool's value, or with an
+  // error. Not every call: a call written in the last allowed turn is not run, and later policies may stop calling.
+  CHECK(metrics.at(1).at("multi_turn/failed_call_fraction") <= 0.05);
+  CHECK(control.at(1).at("multi_turn/failed_call_fraction") >= 0.95);
 }
 
 TEST_CASE("r1_zero --task tiny_lookup: a run resumed mid-run equals the uninterrupted one", "[examples][agent]") {

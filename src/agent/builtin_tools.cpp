@@ -10,35 +10,6 @@
 namespace grpo::agent {
 namespace {
 
-/// Plain arithmetic for the verifier's parser, which reads LaTeX: "**" is "^", and an exponent written without braces
-/// ("2^64", "10^-3", "2 ** 0.5") is braced whole ("2^{64}", "10^{-3}"), where LaTeX would take its first digit alone
-/// (2^64 = 2^6·4), as Python and sympy's convert_xor read it.
-std::string braced_exponents(std::string_view text) {
-  auto digit = [](char c) { return (c >= '0' && c <= '9') || c == '.'; };
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text.substr(i, 2) == "**") {
-      out += '^';
-      ++i;
-    } else {
-      out += text[i];
-    }
-    if (out.back() != '^') continue;
-    std::size_t start = i + 1;
-    while (start < text.size() && text[start] == ' ') ++start;
-    std::size_t end = start;
-    if (end < text.size() && (text[end] == '-' || text[end] == '+')) ++end;
-    const std::size_t digits = end;
-    while (end < text.size() && digit(text[end])) ++end;
-    if (end == digits) continue;  // "^(", "^x": the parser's own reading
-    out += '{';
-    out += text.substr(start, end - start);
-    out += '}';
-    i = end - 1;
-  }
-  return out;
-}
-
 class CalculatorTool final : public Tool {
  public:
   CalculatorTool()
@@ -51,7 +22,7 @@ class CalculatorTool final : public Tool {
 
   ToolReply call(const ToolArguments& arguments) const override {
     const std::string expression = arguments.string("expression");
-    const auto parsed = math::parse_plain(braced_exponents(expression));
+    const auto parsed = math::parse_plain(expression);
     if (!parsed) return ToolReply::failure(fmt::format("Error: cannot read the expression '{}'", expression));
     const auto value = math::exact_value(*parsed);
     if (!value) return ToolReply::failure(fmt::format("Error: '{}' has no exact rational value", expression));

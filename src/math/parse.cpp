@@ -1154,6 +1154,39 @@ std::optional<Expr> parse_latex(std::string_view latex, const ParseOptions& limi
   return e;
 }
 
+namespace {
+
+// Plain text for the LaTeX parser: "**" is "^", and an exponent written without braces ("2^64", "10^-3", "2 ** 0.5")
+// is braced whole ("2^{64}", "10^{-3}"), where LaTeX would take its first digit alone (2^64 = 2^6·4): Math-Verify's
+// plain expressions go to sympy's parse_expr with "^" turned into "**", which reads the whole number.
+std::string braced_exponents(std::string_view text) {
+  auto digit = [](char c) { return (c >= '0' && c <= '9') || c == '.'; };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text.substr(i, 2) == "**") {
+      out += '^';
+      ++i;
+    } else {
+      out += text[i];
+    }
+    if (out.back() != '^') continue;
+    std::size_t start = i + 1;
+    while (start < text.size() && text[start] == ' ') ++start;
+    std::size_t end = start;
+    if (end < text.size() && (text[end] == '-' || text[end] == '+')) ++end;
+    const std::size_t digits = end;
+    while (end < text.size() && digit(text[end])) ++end;
+    if (end == digits) continue;  // "^(", "^x": the parser's own reading
+    out += '{';
+    out += text.substr(start, end - start);
+    out += '}';
+    i = end - 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<Expr> parse_plain(std::string_view text, const ParseOptions& limits) {
   text = trim_ascii_space(text);
   if (text.empty() || text.size() > limits.max_length) return std::nullopt;
@@ -1200,7 +1233,7 @@ std::optional<Expr> parse_plain(std::string_view text, const ParseOptions& limit
     if (neg_sign) return neg(std::move(n));
     return n;
   }
-  return parse_latex(text, limits);
+  return parse_latex(braced_exponents(text), limits);
 }
 
 namespace {

@@ -1283,7 +1283,7 @@ TEST_CASE("grpo train runs the demo as r1_zero does: the same metrics, completio
 // The tiny lookup task's learning test: with the tool GRPO lifts held-out accuracy from about the no-tool level (0.1)
 // to the task learned; with every call answered by an error (--env no_tools) it cannot. Measured (temperature 0.05,
 // 128 problems, docs/testing.md): after 150 steps 1.000 on seeds 1-3 and on the restricted CPU path (start
-// 0.03-0.12); without the tool at most 0.13 at any evaluation. With GRPO_TEST_ZERO_LR=1 the check after >= 0.9 fails.
+// 0.03-0.13); without the tool at most 0.16 at any evaluation. With GRPO_TEST_ZERO_LR=1 the check after >= 0.9 fails.
 TEST_CASE("r1_zero --task tiny_lookup: GRPO learns to use the tool (held-out accuracy from the no-tool level to "
           "0.9 and more), and without the tool it stays there", "[examples][agent]") {
   const std::string args = " --task tiny_lookup --steps 150 --eval-every 150 --save-every 0" + kLearningEval +

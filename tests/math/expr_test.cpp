@@ -140,4 +140,10 @@ TEST_CASE("parse_plain: Math-Verify's plain-number forms", "[math][parser]") {
   CHECK(text("-5") == "(mul -1 5)");
   CHECK(text("2**3") == "(pow 2 3)");
   CHECK(text("2/3") == "(mul 2 (pow 3 -1))");
+  // A bare exponent is the whole number, as sympy's parse_expr reads "^" as "**" (LaTeX would read 2^64 as 2^6·4).
+  CHECK(text("2^64") == "(pow 2 64)");
+  CHECK(text("2 ** 64") == "(pow 2 64)");
+  CHECK(text("10^-3") == text("10^(-3)"));
+  CHECK(text("x^12+1") == "(add (pow x 12) 1)");
+  CHECK(text("2^x") == "(pow 2 x)");
 }

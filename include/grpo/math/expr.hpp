@@ -79,7 +79,9 @@ struct ParseOptions {
 // string shaped like 1,234,567.89 is one number.
 std::optional<Expr> parse_latex(std::string_view latex, const ParseOptions& limits = {});
 
-// Parses a plain-text expression (Math-Verify's ExprExtractionConfig: `2/3`, `1,000.99`, `3**2`, `12%`).
+// Parses a plain-text expression (Math-Verify's ExprExtractionConfig: `2/3`, `1,000.99`, `3**2`, `12%`). `^` and `**`
+// are powers, and an exponent without parentheses is the whole number after it (`2^64` = 2⁶⁴, `10^-3`), as sympy's
+// parse_expr reads it; the rest is read as parse_latex reads it.
 std::optional<Expr> parse_plain(std::string_view text, const ParseOptions& limits = {});
 
 // A compact S-expression rendering for tests and error messages, e.g. "(add 1 (mul -1 x))".

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Multi-turn tool rollouts on the tiny lookup task: the rollout is token-in/token-out (the trainer's log-probs equal
 // the sampler's on every sampled token, replies are what the environment answered), reply tokens are never trained
-// on, the limits end trajectories as documented, and GRPO learns to use the tool (and cannot without it).
+// on, and the limits end trajectories as documented. That GRPO learns to use the tool (and cannot without it) is
+// tests/examples' tiny_lookup learning test.
 #include <grpo/agent/multi_turn_generator.hpp>
 #include <grpo/agent/tiny_lookup_task.hpp>
 #include <grpo/loss/grpo_loss.hpp>

@@ -1160,7 +1160,7 @@ namespace {
 // is braced whole ("2^{64}", "10^{-3}"), where LaTeX would take its first digit alone (2^64 = 2^6·4): Math-Verify's
 // plain expressions go to sympy's parse_expr with "^" turned into "**", which reads the whole number.
 std::string braced_exponents(std::string_view text) {
-  auto digit = [](char c) { return (c >= '0' && c <= '9') || c == '.'; };
+  auto digit = [](char c) { return is_digit(c) || c == '.'; };
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text.substr(i, 2) == "**") {

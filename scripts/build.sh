@@ -13,11 +13,16 @@ torch="${GRPO_TORCH:-pip}"
 
 "$root/scripts/install-deps.sh"
 launcher=()
-# ccache, when installed, makes rebuilds of unchanged translation units (and other checkouts: paths are hashed
-# relative to the checkout) near free; it is optional and not installed by install-deps.sh.
+# ccache, when installed, makes rebuilds of unchanged translation units near free. In another checkout (CI's clone)
+# the library's and the torch-free test areas' objects are reused too: paths are hashed relative to the checkout, and
+# the only absolute paths of the tests are in one file (tests/support/test_paths.cpp). The files that use the tests'
+# precompiled header are cached within one checkout only (sloppiness pch_defines,time_macros and -fpch-preprocess:
+# ccache's manual, "Precompiled headers"): GCC writes the header's absolute paths into the .gch, so another checkout's
+# differs. Optional: install-deps.sh does not install it.
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="$root"
+  export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 fi
 if [ -f "$build/CMakeCache.txt" ] && ! grep -qx "GRPO_TORCH:STRING=$torch" "$build/CMakeCache.txt"; then
   echo "build: $build was configured for another LibTorch; configuring it anew for GRPO_TORCH=$torch"

@@ -12,6 +12,7 @@
 
 #include <support/process_testing.hpp>
 #include <support/token_prompt_source.hpp>
+#include <support/test_paths.hpp>
 #include "support/model_testing.hpp"
 #include "support/tensor_testing.hpp"
 
@@ -733,7 +734,7 @@ TEST_CASE("an unreachable master fails after rendezvous_timeout, naming MASTER_A
 
 TEST_CASE("launch.sh starts N ranks with prefixed output, and fails when one rank fails", "[distributed]") {
   Ranks ranks("launch");
-  const std::string script = GRPO_LAUNCH_SCRIPT;
+  const std::string script = grpo::testing::launch_script();
   auto launch = [&](const std::string& worker) {
     std::vector<std::string> command{"/bin/bash", script, "-n", "2"};
     for (auto& part : worker_command(worker)) command.push_back(part);

@@ -10,6 +10,7 @@
 #include <examples/example_testing.hpp>
 #include <support/model_testing.hpp>
 #include <support/process_testing.hpp>
+#include <support/test_paths.hpp>
 #include <text/reference_fixture.hpp>
 
 #include <catch2/catch.hpp>
@@ -40,7 +41,7 @@ fs::path scratch(const std::string& name) {
 }
 
 grpo::testing::CommandResult r1_zero(const std::string& args, const fs::path& output_dir) {
-  return grpo::testing::run_command(std::string(GRPO_R1_ZERO_PATH) + " --output-dir " +
+  return grpo::testing::run_command(std::string(grpo::testing::r1_zero_path()) + " --output-dir " +
                                     output_dir.string() + " " + args + " 2>&1");
 }
 
@@ -194,11 +195,11 @@ TEST_CASE("r1_zero --dtype bf16 --optimizer-precision compensated learns the tin
 TEST_CASE("r1_zero runs with OMP_WAIT_POLICY=PASSIVE unless the environment sets a policy", "[examples][precision]") {
   const auto dir = scratch("wait_policy");
   const std::string args = " --output-dir " + dir.string() + " --steps 1 --eval-every 0 --save-every 0 2>&1";
-  const auto unset = grpo::testing::run_command("env -u OMP_WAIT_POLICY " + std::string(GRPO_R1_ZERO_PATH) + args);
+  const auto unset = grpo::testing::run_command("env -u OMP_WAIT_POLICY " + std::string(grpo::testing::r1_zero_path()) + args);
   INFO(unset.out);
   REQUIRE(unset.status == 0);
   CHECK_THAT(unset.out, Catch::Contains("OMP_WAIT_POLICY=PASSIVE"));
-  const auto active = grpo::testing::run_command("env OMP_WAIT_POLICY=active " + std::string(GRPO_R1_ZERO_PATH) + args);
+  const auto active = grpo::testing::run_command("env OMP_WAIT_POLICY=active " + std::string(grpo::testing::r1_zero_path()) + args);
   INFO(active.out);
   REQUIRE(active.status == 0);
   CHECK_THAT(active.out, Catch::Contains("OMP_WAIT_POLICY=active"));
@@ -284,7 +285,7 @@ TEST_CASE("r1_zero rejects bad flags and config files with the field at fault", 
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("unknown loss recipe 'ppo'"));
   // The kernel-path variable of the environment (docs/testing.md) is named when it holds no path.
-  const auto bad_path = grpo::testing::run_command("GRPO_KERNEL_PATH=avx9 " + std::string(GRPO_R1_ZERO_PATH) +
+  const auto bad_path = grpo::testing::run_command("GRPO_KERNEL_PATH=avx9 " + std::string(grpo::testing::r1_zero_path()) +
                                                    " --output-dir " + (dir / "path").string() +
                                                    " --steps 1 --eval-every 0 --save-every 0 2>&1");
   CHECK(bad_path.status != 0);
@@ -317,7 +318,7 @@ TEST_CASE("r1_zero rejects bad flags and config files with the field at fault", 
 
 TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resume equals an uninterrupted run",
           "[examples]") {
-  const fs::path datasets = fs::path(GRPO_TEST_DATA_DIR) / "datasets";
+  const fs::path datasets = fs::path(grpo::testing::test_data_dir()) / "datasets";
   const auto checkpoint = tiny_qwen_checkpoint();
   if (!checkpoint) return;
   const fs::path model_dir = *checkpoint;
@@ -372,7 +373,7 @@ TEST_CASE("r1_zero mode 2: a Qwen2 checkpoint on every data-set format, and resu
 namespace {
 
 grpo::testing::CommandResult sft(const std::string& args) {
-  return grpo::testing::run_command(std::string(GRPO_SFT_PATH) + " " + args + " 2>&1");
+  return grpo::testing::run_command(std::string(grpo::testing::sft_path()) + " " + args + " 2>&1");
 }
 
 /// The program the policy is taught to write (JSON-escaped): it passes code row c1 (print the sum of two integers) and
@@ -395,7 +396,7 @@ fs::path teach_sum_program(const fs::path& model_dir) {
   const auto dir = scratch("sum_program");
   std::ofstream rows(dir / "sft.jsonl");
   for (const std::string domain : {"math", "code", "general"}) {
-    std::ifstream in(fs::path(GRPO_SOURCE_DIR) / "examples" / "data" / (domain + ".jsonl"));
+    std::ifstream in(fs::path(grpo::testing::source_dir()) / "examples" / "data" / (domain + ".jsonl"));
     for (std::string line; std::getline(in, line);) {
       rows << R"({"messages": [{"role": "user", "content": )" << grpo::json_quoted(first_message(line))
            << R"(}, {"role": "assistant", "content": ")" << kSumProgramJson << R"("}]})" << '\n';
@@ -420,7 +421,7 @@ std::string judge_env(const grpo::testing::FakeServer& judge) {
 
 /// r1_zero run from the source tree (the example configs name examples/data/... relative to it) with `env` set.
 grpo::testing::CommandResult r1_zero_in_source(const std::string& env, const std::string& args, const fs::path& output_dir) {
-  return grpo::testing::run_command("cd " + std::string(GRPO_SOURCE_DIR) + " && " + env + " " + GRPO_R1_ZERO_PATH +
+  return grpo::testing::run_command("cd " + std::string(grpo::testing::source_dir()) + " && " + env + " " + grpo::testing::r1_zero_path() +
                                     " --output-dir " + output_dir.string() + " " + args + " 2>&1");
 }
 
@@ -509,7 +510,7 @@ TEST_CASE("r1_zero multi-domain: math, code (sandbox) and judged rows, each scor
   std::vector<std::pair<std::string, std::vector<std::string>>> general_rows;  // question, criteria
   {
     simdjson::dom::parser parser, inner;
-    std::ifstream in(fs::path(GRPO_SOURCE_DIR) / "examples" / "data" / "general.jsonl");
+    std::ifstream in(fs::path(grpo::testing::source_dir()) / "examples" / "data" / "general.jsonl");
     for (std::string line; std::getline(in, line);) {
       const simdjson::dom::element field = parser.parse(line)["evaluation_criteria"];  // a list, or a JSON string of one
       const simdjson::dom::element list = field.is_string() ? inner.parse(std::string(field.get_string().value())) : field;
@@ -593,7 +594,7 @@ TEST_CASE("r1_zero multi-domain resume equals the uninterrupted run with mixing,
 TEST_CASE("r1_zero layered configs: bad keys, overrides, bases and tags are rejected with the place at fault",
           "[examples][domains]") {
   const auto dir = scratch("config_errors");
-  const std::string source = GRPO_SOURCE_DIR;
+  const std::string source = grpo::testing::source_dir();
   auto r = r1_zero("--config " + source + "/examples/configs/base.yaml --set kl.targte=0.2", dir);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("--set kl.targte=0.2: unknown field 'kl.targte'"));
@@ -764,7 +765,7 @@ TEST_CASE("r1_zero DAPO dynamic sampling on two ranks: a rank left without group
   // fills the target leaves rank 1 with no rows, whose dr_grpo normaliser (B · max length) then adds nothing.
   const auto dir = scratch("dynamic_two_ranks");
   const auto run = grpo::testing::run_command(
-      std::string(GRPO_SOURCE_DIR) + "/scripts/launch.sh -n 2 " + GRPO_R1_ZERO_PATH + " --output-dir " +
+      std::string(grpo::testing::source_dir()) + "/scripts/launch.sh -n 2 " + grpo::testing::r1_zero_path() + " --output-dir " +
       dir.string() + " --loss dr_grpo --advantage dr_grpo --prompts 2 --group-size 4 --dynamic-sampling-max-rounds 4"
                      " --steps 12 --eval-every 0 --eval-problems 8 --eval-samples 1 --save-every 0 --no-tensorboard 2>&1");
   INFO(run.out);
@@ -783,7 +784,7 @@ TEST_CASE("r1_zero on two ranks learns the tiny task", "[examples][distributed]"
   // Each rank samples and scores its half of the prompts; the gradients are summed (c10d, Gloo).
   const auto dir = scratch("two_ranks_learn");
   const auto run = grpo::testing::run_command(
-      std::string(GRPO_SOURCE_DIR) + "/scripts/launch.sh -n 2 " + GRPO_R1_ZERO_PATH + " --output-dir " +
+      std::string(grpo::testing::source_dir()) + "/scripts/launch.sh -n 2 " + grpo::testing::r1_zero_path() + " --output-dir " +
       dir.string() + " --steps 160 --eval-every 160 --save-every 0" + kLearningEval + " --no-tensorboard" +
       grpo::testing::learning_rate_flag("") + " 2>&1");
   INFO(run.out);
@@ -805,8 +806,8 @@ TEST_CASE("r1_zero on two ranks follows the one-rank run: the same completions, 
   const auto one_dir = scratch("follow_one"), two_dir = scratch("follow_two");
   const auto one = r1_zero(args, one_dir);
   REQUIRE(one.status == 0);
-  const auto two = grpo::testing::run_command(std::string(GRPO_SOURCE_DIR) + "/scripts/launch.sh -n 2 " +
-                                              GRPO_R1_ZERO_PATH + " --output-dir " + two_dir.string() + args + " 2>&1");
+  const auto two = grpo::testing::run_command(std::string(grpo::testing::source_dir()) + "/scripts/launch.sh -n 2 " +
+                                              grpo::testing::r1_zero_path() + " --output-dir " + two_dir.string() + args + " 2>&1");
   INFO(two.out);
   REQUIRE(two.status == 0);
   // Step → the (prompt, completion) pairs each run logged; the two-rank run's must be among the one-rank run's.
@@ -1081,7 +1082,7 @@ TEST_CASE("r1_zero: --rewards alone, and nested loss keys and reward entries in 
   const auto model_dir = tiny_qwen_checkpoint();
   if (!model_dir) return;
   std::ofstream(nested / "doc_base.yaml") << "model: {dir: " << model_dir->string() << "}\n"
-                                          << "data: " << GRPO_SOURCE_DIR << "/examples/data/math.jsonl\n"
+                                          << "data: " << grpo::testing::source_dir() << "/examples/data/math.jsonl\n"
                                           << "loss: {type: grpo, beta: 0.04, epsilon: 0.2}\nrewards: [{name: accuracy}]\n";
   std::ofstream(nested / "doc_dapo.yaml") << "extends: doc_base.yaml\nloss: {type: dapo, epsilon_high: 0.28}\n"
                                              "rewards: [{name: accuracy}, {name: format, weight: 0.5}]\n";
@@ -1122,7 +1123,7 @@ TEST_CASE("r1_zero: the config.yaml a run writes, given back to --config, runs t
   REQUIRE(cispo.status == 0);
   CHECK(read_config_yaml(first / "cispo").at("# epsilon_high") == "5");
   // Its own config.yaml into its own directory would overwrite the run: refused.
-  const auto onto_itself = grpo::testing::run_command(std::string(GRPO_R1_ZERO_PATH) + " --config " +
+  const auto onto_itself = grpo::testing::run_command(std::string(grpo::testing::r1_zero_path()) + " --config " +
                                                       (first / "run" / "config.yaml").string() + " --output-dir " +
                                                       (first / "run").string() + " 2>&1");
   CHECK(onto_itself.status != 0);
@@ -1245,14 +1246,14 @@ TEST_CASE("r1_zero --roll-config: a ROLL rlvr_config.yaml runs, and every key it
 
 TEST_CASE("grpo train runs the demo as r1_zero does: the same metrics, completions and held-out accuracy",
           "[examples][config]") {
-#ifdef GRPO_CLI_PATH
+#ifdef GRPO_HAVE_CLI
   // One option table and one set of parts: the tool and the example differ only in who writes the loop (r1_zero
   // calls the phases one by one, grpo train calls step()).
   const std::string args = " --steps 6 --eval-every 3 --eval-problems 64 --log-completions 8";
   const auto example = scratch("demo_r1_zero"), tool = scratch("demo_grpo_train");
   const auto a = r1_zero(args, example);
   REQUIRE(a.status == 0);
-  const auto b = grpo::testing::run_command(std::string(GRPO_CLI_PATH) + " train --output-dir " + tool.string() + args +
+  const auto b = grpo::testing::run_command(std::string(grpo::testing::cli_path()) + " train --output-dir " + tool.string() + args +
                                             " 2>&1");
   INFO(b.out);
   REQUIRE(b.status == 0);
@@ -1264,13 +1265,13 @@ TEST_CASE("grpo train runs the demo as r1_zero does: the same metrics, completio
   CHECK(grpo::io::read_file(example / "completions.jsonl") == grpo::io::read_file(tool / "completions.jsonl"));
   // grpo train --config on r1_zero's config.yaml runs the same run again.
   const auto again = scratch("demo_grpo_train_config");
-  const auto c = grpo::testing::run_command(std::string(GRPO_CLI_PATH) + " train --config " +
+  const auto c = grpo::testing::run_command(std::string(grpo::testing::cli_path()) + " train --config " +
                                             (example / "config.yaml").string() + " --output-dir " + again.string() +
                                             " 2>&1");
   INFO(c.out);
   REQUIRE(c.status == 0);
   CHECK(curve(c.out) == curve(a.out));
-  const auto help = grpo::testing::run_command(std::string(GRPO_CLI_PATH) + " train --help 2>&1");
+  const auto help = grpo::testing::run_command(std::string(grpo::testing::cli_path()) + " train --help 2>&1");
   CHECK(help.status == 0);
   CHECK_THAT(help.out, Catch::Contains("grpo train [options]") && Catch::Contains("--kl-target NUMBER"));
 #else

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <examples/example_testing.hpp>
+#include <support/test_paths.hpp>
 #include <support/model_testing.hpp>
 #include <support/process_testing.hpp>
 #include <text/reference_fixture.hpp>
@@ -34,7 +35,7 @@ fs::path scratch(const std::string& name) {
 }
 
 grpo::testing::CommandResult sft(const std::string& args) {
-  return grpo::testing::run_command(std::string(GRPO_SFT_PATH) + " " + args + " 2>&1");
+  return grpo::testing::run_command(std::string(grpo::testing::sft_path()) + " " + args + " 2>&1");
 }
 
 std::optional<fs::path> tiny_qwen_checkpoint() { return grpo::testing::tiny_qwen_checkpoint(scratch("model")); }
@@ -144,7 +145,7 @@ TEST_CASE("sft example: cold-start SFT lowers the held-out NLL, and r1_zero star
                          "\n";
   const auto grpo_dir = scratch("grpo");
   const auto grpo = grpo::testing::run_command(
-      std::string(GRPO_R1_ZERO_PATH) +
+      std::string(grpo::testing::r1_zero_path()) +
       fmt::format(" --model {} --data {} --output-dir {} --steps 1 --prompts 2 --group-size 2 --max-new-tokens 6 "
                   "--held-out 1 --eval-every 0 --eval-samples 2 --save-every 0 --no-tensorboard 2>&1",
                   out.string(), math.string(), grpo_dir.string()));

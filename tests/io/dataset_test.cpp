@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <grpo/core/error.hpp>
 #include <grpo/io/dataset.hpp>
+#include <support/test_paths.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -272,7 +273,7 @@ TEST_CASE("shuffle is a seeded permutation, split and batches partition it", "[i
 }
 
 TEST_CASE("public data sets (tests/data/datasets): ROLL, GSM8K row counts and known rows", "[io][dataset]") {
-  const fs::path dir = fs::path(GRPO_TEST_DATA_DIR) / "datasets";
+  const fs::path dir = fs::path(grpo::testing::test_data_dir()) / "datasets";
   const Dataset deepmath = Dataset::load(dir / "roll_deepmath_train_head100.jsonl");
   CHECK(deepmath.size() == 100);
   CHECK(deepmath.skipped_rows() == 0);
@@ -600,7 +601,7 @@ TEST_CASE("ROLL multi-domain rows: detection, configuration errors, concat", "[i
 }
 
 TEST_CASE("ROLL math benchmarks (tests/data/datasets) with configured domains", "[io][dataset][domains]") {
-  const fs::path file = fs::path(GRPO_TEST_DATA_DIR) / "datasets" / "roll_math_benchmarks.jsonl";
+  const fs::path file = fs::path(grpo::testing::test_data_dir()) / "datasets" / "roll_math_benchmarks.jsonl";
   // The first rows (AIME 2024) only: the test is about the row format, not the whole file.
   std::string head;
   {

@@ -2,6 +2,7 @@
 // The GGUF reader against llama.cpp's own `gguf` package: tests/data/gguf (tools/gguf-reference/make_fixtures.py).
 #include <grpo/core/error.hpp>
 #include <grpo/io/gguf.hpp>
+#include <support/test_paths.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -20,7 +21,7 @@ using grpo::io::GgufFile;
 
 namespace {
 
-const fs::path kDir = fs::path(GRPO_TEST_DATA_DIR) / "gguf";
+const fs::path kDir = fs::path(grpo::testing::test_data_dir()) / "gguf";
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -3,6 +3,7 @@
 // JSONL rows, runs each row under the profile its `config` names, prints a per-category agreement table, and
 // requires agreement with Math-Verify's suite within a row or two of the measured figure. Rows where we knowingly differ from upstream are listed in
 // docs/math_verifier.md ("Documented divergences"); they are not special-cased here.
+#include <support/test_paths.hpp>
 #include <simdjson.h>
 
 #include <catch2/catch.hpp>
@@ -20,7 +21,7 @@ namespace gm = grpo::math;
 
 namespace {
 
-std::filesystem::path conformance_dir() { return std::filesystem::path(GRPO_TEST_DATA_DIR) / "conformance"; }
+std::filesystem::path conformance_dir() { return std::filesystem::path(grpo::testing::test_data_dir()) / "conformance"; }
 
 struct Tally {
   int agree = 0, total = 0;

@@ -8,6 +8,7 @@
 // intervals) and repeating decimals. Each category holds equal and not-equal pairs; expected verdicts were worked out
 // by hand.
 #include <grpo/math/verify.hpp>
+#include <support/test_paths.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -18,7 +19,7 @@
 #include <string>
 
 TEST_CASE("equivalence: each hard category at >= 98% through the reward's grading", "[math][equivalence]") {
-  const auto path = std::filesystem::path(GRPO_TEST_DATA_DIR) / "equivalence_cases.jsonl";
+  const auto path = std::filesystem::path(grpo::testing::test_data_dir()) / "equivalence_cases.jsonl";
   REQUIRE(std::filesystem::exists(path));
   simdjson::ondemand::parser parser;
   const simdjson::padded_string json = simdjson::padded_string::load(path.string());

@@ -4,6 +4,7 @@
 // accuracy reward (tests/rewards/accuracy_forms_test.cpp).
 #pragma once
 
+#include <support/test_paths.hpp>
 #include <simdjson.h>
 
 #include <catch2/catch.hpp>
@@ -25,7 +26,7 @@ struct Gold {
 /// The gold answers of one data set of tests/data/datasets: `field` of each JSON line; for GSM8K the text after its
 /// "####".
 inline std::vector<Gold> read_golds(const std::string& file, const std::string& field) {
-  const auto path = std::filesystem::path(GRPO_TEST_DATA_DIR) / "datasets" / file;
+  const auto path = std::filesystem::path(grpo::testing::test_data_dir()) / "datasets" / file;
   REQUIRE(std::filesystem::exists(path));
   simdjson::ondemand::parser parser;
   const simdjson::padded_string json = simdjson::padded_string::load(path.string());

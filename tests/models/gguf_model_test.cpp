@@ -4,6 +4,7 @@
 #include <grpo/io/safetensors.hpp>
 #include <grpo/models/gguf_model.hpp>
 #include <grpo/text/tokenizer.hpp>
+#include <support/test_paths.hpp>
 
 #include "support/gguf_testing.hpp"
 
@@ -20,7 +21,7 @@ using namespace grpo;
 
 namespace {
 
-const fs::path kDir = fs::path(GRPO_TEST_DATA_DIR) / "gguf";
+const fs::path kDir = fs::path(grpo::testing::test_data_dir()) / "gguf";
 
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();

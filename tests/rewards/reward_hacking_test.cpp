@@ -7,6 +7,7 @@
 // accuracy reward (here), grpo::math::verify (here) and `grpo verify` / `grpo score` (tests/tools).
 #include <grpo/math/verify.hpp>
 #include <grpo/rewards/accuracy_reward.hpp>
+#include <support/test_paths.hpp>
 
 #include "rewards/reward_testing.hpp"
 
@@ -27,7 +28,7 @@ struct HackCase {
 };
 
 std::vector<HackCase> load_cases() {
-  const auto path = std::filesystem::path(GRPO_TEST_DATA_DIR) / "reward_hacking.jsonl";
+  const auto path = std::filesystem::path(grpo::testing::test_data_dir()) / "reward_hacking.jsonl";
   REQUIRE(std::filesystem::exists(path));
   simdjson::ondemand::parser parser;
   const simdjson::padded_string json = simdjson::padded_string::load(path.string());

@@ -6,6 +6,7 @@
 #include <grpo/io/read_file.hpp>
 #include <grpo/text/gguf_tokenizer.hpp>
 #include <grpo/text/tokenizer.hpp>
+#include <support/test_paths.hpp>
 
 #include "support/gguf_testing.hpp"
 
@@ -22,7 +23,7 @@ using namespace grpo;
 
 namespace {
 
-const fs::path kDir = fs::path(GRPO_TEST_DATA_DIR) / "gguf";
+const fs::path kDir = fs::path(grpo::testing::test_data_dir()) / "gguf";
 
 std::vector<int32_t> int_list(simdjson::dom::array array) {
   std::vector<int32_t> out;

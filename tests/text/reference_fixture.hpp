@@ -10,6 +10,7 @@
 
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
+#include <support/test_paths.hpp>
 
 #include <simdjson.h>
 
@@ -179,16 +180,16 @@ inline std::vector<CorpusCase> read_corpus(const std::filesystem::path& corpus, 
   return cases;
 }
 
-/// tests/text/data/`file` (GRPO_TEXT_FIXTURE_DIR is set by tests/CMakeLists.txt).
+/// tests/text/data/`file` (support/test_paths.hpp).
 inline std::filesystem::path fixture_path(std::string_view file) {
-  return std::filesystem::path(GRPO_TEXT_FIXTURE_DIR) / file;
+  return std::filesystem::path(grpo::testing::text_fixture_dir()) / file;
 }
 
 /// Directory holding `name`/tokenizer.json and tokenizer_config.json: under $GRPO_TOKENIZER_DIR when it is set, else
-/// under GRPO_REFERENCE_TOKENIZER_DIR, where the build unpacks tests/data/tokenizers (cmake/ReferenceTokenizers.cmake).
+/// under reference_tokenizer_dir(), where the build unpacks tests/data/tokenizers (cmake/ReferenceTokenizers.cmake).
 /// nullopt when absent: the test then skips (GRPO_SKIP(missing_tokenizer(name))).
 inline std::optional<std::filesystem::path> find_tokenizer_dir(std::string_view name) {
-  std::filesystem::path root = GRPO_REFERENCE_TOKENIZER_DIR;
+  std::filesystem::path root = grpo::testing::reference_tokenizer_dir();
   if (const char* dir = std::getenv("GRPO_TOKENIZER_DIR"); dir && *dir) root = dir;
   const auto dir = root / name;
   if (!std::filesystem::exists(dir / "tokenizer.json")) return std::nullopt;
@@ -199,7 +200,7 @@ inline std::optional<std::filesystem::path> find_tokenizer_dir(std::string_view 
 inline std::string missing_tokenizer(std::string_view name) {
   const std::string n(name);
   const char* dir = std::getenv("GRPO_TOKENIZER_DIR");
-  const std::string root = dir && *dir ? std::string(dir) + " ($GRPO_TOKENIZER_DIR)" : GRPO_REFERENCE_TOKENIZER_DIR;
+  const std::string root = dir && *dir ? std::string(dir) + " ($GRPO_TOKENIZER_DIR)" : grpo::testing::reference_tokenizer_dir();
   return "the reference tokenizer " + n + " is not installed: no " + n + "/tokenizer.json under " + root +
          " (the build unpacks tests/data/tokenizers there)";
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "reference_fixture.hpp"
+#include <support/test_paths.hpp>
 #include <support/skip.hpp>
 
 using grpo::text::ChatFormat;
@@ -113,7 +114,7 @@ std::vector<ToolChatCase> read_tool_chat_cases() {
 
 /// The real Jinja template's file: tests/data/tokenizers/qwen2.5_chat_template.jinja.
 std::string qwen25_jinja() {
-  std::ifstream in(std::filesystem::path(GRPO_TEST_DATA_DIR) / "tokenizers" / "qwen2.5_chat_template.jinja");
+  std::ifstream in(std::filesystem::path(grpo::testing::test_data_dir()) / "tokenizers" / "qwen2.5_chat_template.jinja");
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -122,7 +123,7 @@ std::string qwen25_jinja() {
 /// The chat template a fixture case was rendered with, recognised from the real template's source.
 ChatTemplate chat_for(const ToolChatCase& c) {
   if (c.template_name == "qwen2.5") return ChatTemplate::from_jinja(qwen25_jinja());
-  return ChatTemplate::from_tokenizer_config(std::filesystem::path(GRPO_TEST_DATA_DIR) / "tokenizers" / "qwen3" /
+  return ChatTemplate::from_tokenizer_config(std::filesystem::path(grpo::testing::test_data_dir()) / "tokenizers" / "qwen3" /
                                              "tokenizer_config.json");
 }
 

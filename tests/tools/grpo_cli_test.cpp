@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs the `grpo` command-line tool as a user would: stdin in, stdout/stderr and exit status out.
 #include <grpo/models/causal_lm.hpp>
+#include <support/test_paths.hpp>
 #include <support/model_testing.hpp>
 #include <support/process_testing.hpp>
 
@@ -30,7 +31,7 @@ fs::path scratch() {
 grpo::testing::CommandResult run(const std::string& args, const std::string& input = "") {
   const auto dir = scratch();
   std::ofstream(dir / "stdin.txt") << input;
-  return grpo::testing::run_command(std::string(GRPO_CLI_PATH) + " " + args + " < " + (dir / "stdin.txt").string() +
+  return grpo::testing::run_command(std::string(grpo::testing::cli_path()) + " " + args + " < " + (dir / "stdin.txt").string() +
                                     " 2> " + (dir / "stderr.txt").string());
 }
 
@@ -93,7 +94,7 @@ TEST_CASE("grpo verify and grpo score: no reward-hacking case is equal, every co
   // paths); one process each for the whole set.
   simdjson::ondemand::parser parser;
   const simdjson::padded_string json =
-      simdjson::padded_string::load((fs::path(GRPO_TEST_DATA_DIR) / "reward_hacking.jsonl").string());
+      simdjson::padded_string::load((fs::path(grpo::testing::test_data_dir()) / "reward_hacking.jsonl").string());
   std::string verify_input, score_input;
   std::vector<bool> expected;
   simdjson::ondemand::document_stream docs = parser.iterate_many(json);

@@ -38,6 +38,15 @@ double peak_rss_gib() {
   return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);
 }
 
+/// The generator's rewards on completion tokens into `scores` (add_environment_rewards: each row's sum joins its
+/// total); nothing when the rollout has none.
+void add_rollout_rewards(StepScores& scores, const Rollout& rollout) {
+  if (!rollout.completion_rewards.defined()) return;
+  const torch::Tensor sums =
+      rollout.completion_rewards.to(torch::kFloat64).masked_fill(rollout.completion_mask == 0, 0.0).sum(1).contiguous();
+  add_environment_rewards(scores, std::span<const double>(sums.data_ptr<double>(), static_cast<std::size_t>(sums.numel())));
+}
+
 }  // namespace
 
 namespace {
@@ -352,7 +361,8 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
     }
     const Rollout rollout = chunks.size() == 1 ? chunks.front() : concat_rollouts(chunks, prompts_.pad_token_id());
     const auto scoring_started = std::chrono::steady_clock::now();
-    const StepScores scores = scoring.scores(round_batch, shaping());
+    StepScores scores = scoring.scores(round_batch, shaping());
+    add_rollout_rewards(scores, rollout);
     out.scoring_seconds += seconds_since(scoring_started);
     lengths.push_back(rollout.completion_lengths().to(torch::kFloat64));
     truncation.push_back(rollout.truncated.to(torch::kFloat64));
@@ -472,7 +482,8 @@ void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
   const Rollout greedy =
       generator_->generate({.problems = batch.problems, .group_size = 1, .sampling = sampling, .prompt_keys = {}});
   const std::vector<Completion> completions = completions_of(greedy, batch.problems, 1);
-  const StepScores scores = scorer_.round().scores(completions, shaping());
+  StepScores scores = scorer_.round().scores(completions, shaping());
+  add_rollout_rewards(scores, greedy);
   std::vector<double> baselines(static_cast<std::size_t>(batch.rows()));
   double sum = 0.0, judged = 0.0;
   for (std::size_t b = 0; b < baselines.size(); ++b) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // GrpoTrainer::advantages: the group-relative estimator on the kept groups' totals (less β_r·Σ_t KL_t with KL in the
-// reward), or a token-level estimator on the token rewards, then optional whitening over the batch's tokens.
+// reward), or a token-level estimator on the token rewards, then optional whitening over the batch's tokens. A total
+// holds the generator's token rewards (a multi-turn environment's turn rewards, add_environment_rewards); the
+// token-level estimators see each of them at its own token and the rest of the total at the last one.
 //
 // Every batch-level statistic is the whole batch's, over every rank, as verl computes it on its driver: the
 // group-relative estimator runs on every rank's sequence rewards (gathered: two numbers per completion), so its batch
@@ -84,7 +86,19 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   torch::Tensor scored = totals.isfinite();
   if (token.estimator == TokenAdvantageEstimator::remax) scored = scored & batch.greedy_baselines.isfinite();
   const torch::Tensor mask = (batch.rollout.completion_mask != 0) & scored.unsqueeze(1);
-  torch::Tensor rewards = outcome_token_rewards(totals.nan_to_num(0.0), mask);
+  // The generator's token rewards (a multi-turn environment's, per turn) stay on their tokens; the rest of the total
+  // (the scorer's) goes on the last token.
+  torch::Tensor rewards;
+  const torch::Tensor& placed = batch.rollout.completion_rewards;
+  if (placed.defined()) {
+    GRPO_CHECK(placed.sizes() == batch.rollout.completion_mask.sizes(),
+               "GrpoTrainer::advantages: the rollout's completion_rewards {} and completion_mask {} differ in shape",
+               shape_str(placed), shape_str(batch.rollout.completion_mask));
+    const torch::Tensor on_tokens = placed.to(torch::kFloat64).masked_fill(~mask, 0.0);
+    rewards = outcome_token_rewards((totals - on_tokens.sum(1)).nan_to_num(0.0), mask) + on_tokens;
+  } else {
+    rewards = outcome_token_rewards(totals.nan_to_num(0.0), mask);
+  }
   if (kl_in_reward) rewards = kl_shaped_token_rewards(rewards, kl, mask, beta);
   switch (token.estimator) {
     case TokenAdvantageEstimator::reinforce_pp:

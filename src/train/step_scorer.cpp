@@ -55,6 +55,20 @@ void add_overlong_penalty(StepScores& scores, std::span<const Completion> batch,
 
 }  // namespace
 
+void add_environment_rewards(StepScores& scores, std::span<const double> returns) {
+  GRPO_CHECK(returns.size() == scores.total.size(), "add_environment_rewards: {} returns for {} completions",
+             returns.size(), scores.total.size());
+  double sum = 0.0;
+  for (std::size_t b = 0; b < returns.size(); ++b) {
+    sum += returns[b];
+    if (scores.total[b]) scores.total[b] = static_cast<float>(static_cast<double>(*scores.total[b]) + returns[b]);
+    scores.rewards[b].emplace_back("environment", returns[b]);
+  }
+  const auto count = static_cast<double>(returns.size());
+  scores.metrics.push_back(
+      {"rewards/environment/mean", returns.empty() ? 0.0 : sum / count, MetricReduction::weighted_mean, count});
+}
+
 double correct_threshold(const rewards::RewardFunction& reward) {
   const auto* accuracy = dynamic_cast<const rewards::AccuracyReward*>(&reward);
   const float w = accuracy ? accuracy->options().step_weight : 0.0f;

@@ -271,6 +271,26 @@ TEST_CASE("multi-turn limits: turns, token budget, failed calls, a hanging envir
     CHECK(failed > 0);
     const auto reply_tokens = r.completion_ids.masked_select((r.completion_attention_mask != 0) & (r.completion_mask == 0));
     CHECK((reply_tokens == Task::kError).sum().item<std::int64_t>() == failed);
+    // Each turn's reward sits on the turn's last sampled token (the one before its reply), nowhere else.
+    REQUIRE(r.completion_rewards.defined());
+    const auto& infos = generator->trajectories();
+    for (std::int64_t row = 0; row < r.batch_size(); ++row) {
+      const auto& info = infos[static_cast<std::size_t>(row)];
+      auto expected = torch::zeros({r.completion_length()}, torch::kFloat32);
+      for (std::int64_t j = 0; j < r.completion_length(); ++j) {
+        const std::int64_t turn = r.completion_turns[row][j].item<std::int64_t>();
+        const bool last_sampled = r.completion_mask[row][j].item<std::int64_t>() == 1 &&
+                                  (j + 1 == r.completion_length() || r.completion_mask[row][j + 1].item<std::int64_t>() == 0);
+        if (last_sampled && turn < static_cast<std::int64_t>(info.turn_rewards.size())) {
+          expected[j] = info.turn_rewards[static_cast<std::size_t>(turn)];
+        }
+      }
+      CHECK(torch::equal(r.completion_rewards[row], expected));
+      double sum = 0.0;
+      for (const double v : info.turn_rewards) sum += v;
+      CHECK(r.completion_rewards[row].sum().item<double>() == Approx(sum));
+      CHECK(sum == -0.5 * static_cast<double>(info.failed_calls));
+    }
   }
   SECTION("an environment that hangs ends its trajectory at the step timeout; the others finish") {
     class Hanging final : public grpo::agent::Environment {

@@ -51,6 +51,15 @@ TEST_CASE("Rollout::select and concat_rollouts keep each row's tokens, masks and
   const auto picked = joined.select(torch::tensor({2, 0}, torch::kInt64));
   CHECK(torch::equal(picked.completion_ids, torch::tensor({{11, 12, 0}, {1, 2, 3}}, torch::kInt64)));
   CHECK(torch::equal(picked.truncated, torch::tensor({false, true})));
+  // Token rewards in one part only: the others get zeros, the padding too; select keeps them.
+  auto rewarded = b;
+  rewarded.completion_rewards = torch::tensor({{0.0f, -0.5f}});
+  const auto with_rewards = grpo::concat_rollouts({a, rewarded}, pad);
+  CHECK(torch::equal(with_rewards.completion_rewards, torch::tensor({{0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f},
+                                                                     {0.0f, -0.5f, 0.0f}})));
+  CHECK(!joined.completion_rewards.defined());
+  CHECK(torch::equal(with_rewards.select(torch::tensor({2}, torch::kInt64)).completion_rewards,
+                     torch::tensor({{0.0f, -0.5f, 0.0f}})));
   // An empty part (a round that kept nothing) adds no rows.
   const auto none = a.select(torch::zeros({0}, torch::kInt64));
   CHECK(grpo::concat_rollouts({none, b}, pad).batch_size() == 1);

@@ -104,6 +104,17 @@ struct ScriptedGenerator final : train::Generator {
   }
 };
 
+/// ScriptedGenerator's completions with an environment's reward on a token, as a multi-turn rollout has a turn's:
+/// −0.5 on the first token of rows 1, 5, 9, … (a wrong completion of each group).
+struct RewardingGenerator final : train::Generator {
+  Rollout generate(const train::GenerationRequest& request) override {
+    Rollout r = ScriptedGenerator{}.generate(request);
+    r.completion_rewards = torch::zeros(r.completion_ids.sizes(), torch::kFloat32);
+    for (std::int64_t b = 1; b < r.batch_size(); b += 4) r.completion_rewards[b][0] = -0.5f;
+    return r;
+  }
+};
+
 models::CausalLM echo_model() {
   torch::manual_seed(4);
   return models::CausalLM(testing::tiny_model_config({.vocab = 8}));
@@ -224,6 +235,62 @@ TEST_CASE("GrpoTrainer with a generator that does not sample trains on the compl
   const auto update = trainer.policy_update(batch, adv);
   CHECK(update.grad_norm > 0.0);
   CHECK_FALSE(torch::equal(before, model->parameters()[0]));
+}
+
+TEST_CASE("GrpoTrainer with a generator's token rewards: each total holds their sum, and a token-level estimator "
+          "sees each at its token",
+          "[train][trainer]") {
+  const auto run_step = [](const std::string& estimator) {
+    EchoRun run;
+    auto o = options();
+    train::select_advantage(o, estimator);
+    train::GrpoTrainer trainer(run.model, run.task, run.scorer, run.group, o,
+                               {.generator = std::make_shared<RewardingGenerator>()});
+    trainer.begin_step(1);
+    auto batch = trainer.collect_groups(1);
+    auto adv = trainer.advantages(batch);
+    return std::pair{std::move(batch), std::move(adv)};
+  };
+  // Each group's rows: right (1), wrong with the environment's −0.5, right (1), wrong (0).
+  const std::vector<double> totals{1.0, -0.5, 1.0, 0.0};
+  {
+    const auto [batch, adv] = run_step("grpo");
+    REQUIRE(batch.rows() == 16);
+    for (std::int64_t b = 0; b < batch.rows(); ++b) {
+      CHECK(*batch.totals[static_cast<std::size_t>(b)] == totals[static_cast<std::size_t>(b % 4)]);
+      const auto& values = batch.reward_values[static_cast<std::size_t>(b)];
+      REQUIRE(values.back().first == "environment");
+      CHECK(*values.back().second == (b % 4 == 1 ? -0.5 : 0.0));
+    }
+    const auto metric = std::find_if(batch.score_metrics.begin(), batch.score_metrics.end(),
+                                     [](const auto& m) { return m.name == "rewards/environment/mean"; });
+    REQUIRE(metric != batch.score_metrics.end());
+    CHECK(metric->value == Approx(-0.125));
+    // GRPO on the totals by hand: mean 0.375, Bessel std sqrt(1.6875 / 3) = 0.75, TRL's epsilon 1e-4.
+    for (std::int64_t b = 0; b < batch.rows(); ++b) {
+      const double expected = (totals[static_cast<std::size_t>(b % 4)] - 0.375) / (0.75 + 1e-4);
+      CHECK(adv.advantages[b].item<double>() == Approx(expected).epsilon(1e-9));
+    }
+  }
+  {
+    // REINFORCE++ (γ = 1): the return of token t is the sum of the rewards from t on. The −0.5 row: −0.5 then 0 (the
+    // environment's reward is on its first token, the scorer's 0 on its last); right rows 1, 1; wrong rows 0, 0.
+    // Then whitened over the batch's 32 tokens: (G − mean) / sqrt(Bessel var + 1e-8).
+    const auto [batch, adv] = run_step("reinforce_pp");
+    REQUIRE(batch.rows() == 16);
+    const std::vector<std::vector<double>> returns{{1, 1}, {-0.5, 0}, {1, 1}, {0, 0}};
+    double sum = 0, squares = 0;
+    for (const auto& row : returns) {
+      for (const double g : row) sum += 4 * g, squares += 4 * g * g;
+    }
+    const double mean = sum / 32, var = (squares - 32 * mean * mean) / 31;
+    for (std::int64_t b = 0; b < batch.rows(); ++b) {
+      for (std::int64_t t = 0; t < 2; ++t) {
+        const double g = returns[static_cast<std::size_t>(b % 4)][static_cast<std::size_t>(t)];
+        CHECK(adv.advantages[b][t].item<double>() == Approx((g - mean) / std::sqrt(var + 1e-8)).epsilon(1e-6));
+      }
+    }
+  }
 }
 
 TEST_CASE("GrpoTrainer with a custom optimizer: SGD steps each parameter by -lr * its gradient", "[train][trainer]") {

@@ -8,8 +8,10 @@
 // Rollout fields (rollout.hpp): completion_ids = turn 0, reply 0, turn 1, reply 1, …, the last turn;
 // completion_mask = 1 on sampled tokens only (the loss mask: replies are context, never trained on);
 // completion_attention_mask = 1 on every real token; completion_turns = each token's turn; sampler_log_probs on the
-// sampled tokens; truncated = the trajectory ended without an answer (token budget, turn limit, a turn cut by the
-// token limit, a timeout), so GrpoTrainer's mask_truncated drops it.
+// sampled tokens; completion_rewards = each turn's environment reward (TrajectoryInfo::turn_rewards: the
+// environment's step reward plus failed_call_reward per failed call) on that turn's last sampled token, the tokens
+// whose calls earned it; truncated = the trajectory ended without an answer (token budget, turn limit, a turn cut by
+// the token limit, a timeout), so GrpoTrainer's mask_truncated drops it.
 //
 //   grpo::agent::ChatTurnCodec codec(tokenizer, tokenizer.chat_template());
 //   auto generator = std::make_shared<grpo::agent::MultiTurnGenerator<Model>>(
@@ -96,9 +98,10 @@ class MultiTurnGenerator final : public train::Generator {
       sample_turn(request, state, live, turn, carry);
       answer_calls(state, live, turn, started);
     }
+    Rollout out = assemble(state, request.sampling.pad_token_id);
     infos_.clear();
     for (auto& t : state) infos_.push_back(std::move(t.info));
-    return assemble(state, request.sampling.pad_token_id);
+    return out;
   }
 
   /// multi_turn/turns, tool_calls, reply_tokens (means over trajectories), failed_call_fraction (over calls),
@@ -320,11 +323,12 @@ class MultiTurnGenerator final : public train::Generator {
     r.completion_attention_mask = torch::zeros({rows, tc}, torch::kInt64);
     r.completion_turns = torch::full({rows, tc}, -1, torch::kInt64);
     r.sampler_log_probs = torch::zeros({rows, tc}, torch::kFloat32);
+    r.completion_rewards = torch::zeros({rows, tc}, torch::kFloat32);
     r.truncated = torch::zeros({rows}, torch::kBool);
     auto pi = r.prompt_ids.accessor<std::int64_t, 2>(), pm = r.prompt_mask.accessor<std::int64_t, 2>();
     auto ci = r.completion_ids.accessor<std::int64_t, 2>(), cm = r.completion_mask.accessor<std::int64_t, 2>();
     auto ca = r.completion_attention_mask.accessor<std::int64_t, 2>(), ct = r.completion_turns.accessor<std::int64_t, 2>();
-    auto lp = r.sampler_log_probs.accessor<float, 2>();
+    auto lp = r.sampler_log_probs.accessor<float, 2>(), rw = r.completion_rewards.accessor<float, 2>();
     auto tr = r.truncated.accessor<bool, 1>();
     for (std::int64_t row = 0; row < rows; ++row) {
       const Trajectory& t = state[static_cast<std::size_t>(row)];
@@ -341,6 +345,15 @@ class MultiTurnGenerator final : public train::Generator {
         ca[row][c] = 1;
         ct[row][c] = t.turns[j];
         lp[row][c] = t.log_probs[j];
+      }
+      // A turn's reward goes on its last sampled token (a turn that made calls sampled at least the call).
+      for (std::size_t j = t.ids.size(); j-- > 0;) {
+        const auto turn = static_cast<std::size_t>(t.turns[j]);
+        const bool last_sampled_of_turn =
+            t.loss_mask[j] != 0 && (j + 1 == t.ids.size() || t.turns[j + 1] != t.turns[j] || t.loss_mask[j + 1] == 0);
+        if (last_sampled_of_turn && turn < t.info.turn_rewards.size()) {
+          rw[row][static_cast<std::int64_t>(j)] = static_cast<float>(t.info.turn_rewards[turn]);
+        }
       }
       tr[row] = t.truncated;
     }

@@ -32,6 +32,11 @@ struct Rollout {
   /// [B, Tc] int64 or undefined: the assistant turn (0, 1, …) each completion token belongs to, a tool reply counting
   /// to the turn whose calls it answers; −1 on padding. Undefined: one turn.
   torch::Tensor completion_turns;
+  /// [B, Tc] float32 or undefined: rewards the generator gives on single completion tokens, 0 elsewhere; a
+  /// multi-turn rollout puts each turn's environment reward (agent::TrajectoryInfo::turn_rewards) on that turn's last
+  /// sampled token. GrpoTrainer adds each row's sum to its total (train::add_environment_rewards) and gives token-level
+  /// estimators each reward at its token. Values outside completion_mask are ignored. Undefined: none.
+  torch::Tensor completion_rewards;
 
   int64_t prompt_length() const { return prompt_ids.size(1); }
   int64_t completion_length() const { return completion_ids.size(1); }
@@ -69,15 +74,16 @@ struct Rollout {
     out.sampler_log_probs = apply(sampler_log_probs);
     out.completion_attention_mask = apply(completion_attention_mask);
     out.completion_turns = apply(completion_turns);
+    out.completion_rewards = apply(completion_rewards);
     return out;
   }
 };
 
 /// The rows of several rollouts, one after another, as one Rollout: prompts left-padded and completions
-/// right-padded with `pad_token_id` to the widest part (mask 0, sampler log-prob 0, turn −1 on the new padding), so each
-/// row's tokens and positions are what they were. When some part has completion_attention_mask (or completion_turns),
-/// the others get theirs (completion_mask; turn 0 on real tokens). Empty parts are allowed; throws grpo::Error for no
-/// parts.
+/// right-padded with `pad_token_id` to the widest part (mask 0, sampler log-prob 0, turn −1, reward 0 on the new
+/// padding), so each row's tokens and positions are what they were. When some part has completion_attention_mask (or
+/// completion_turns, completion_rewards), the others get theirs (completion_mask; turn 0 on real tokens; rewards 0).
+/// Empty parts are allowed; throws grpo::Error for no parts.
 inline Rollout concat_rollouts(const std::vector<Rollout>& parts, int64_t pad_token_id) {
   GRPO_CHECK(!parts.empty(), "concat_rollouts: no rollouts");
   int64_t tp = 0, tc = 0;
@@ -85,12 +91,13 @@ inline Rollout concat_rollouts(const std::vector<Rollout>& parts, int64_t pad_to
     tp = std::max(tp, r.prompt_length());
     tc = std::max(tc, r.completion_length());
   }
-  bool any_attention = false, any_turns = false;
+  bool any_attention = false, any_turns = false, any_rewards = false;
   for (const Rollout& r : parts) {
     any_attention = any_attention || r.completion_attention_mask.defined();
     any_turns = any_turns || r.completion_turns.defined();
+    any_rewards = any_rewards || r.completion_rewards.defined();
   }
-  std::vector<torch::Tensor> pi, pm, ci, cm, tr, lp, am, tu;
+  std::vector<torch::Tensor> pi, pm, ci, cm, tr, lp, am, tu, rw;
   for (const Rollout& r : parts) {
     const int64_t left = tp - r.prompt_length(), right = tc - r.completion_length();
     namespace F = torch::nn::functional;
@@ -108,6 +115,11 @@ inline Rollout concat_rollouts(const std::vector<Rollout>& parts, int64_t pad_to
       const auto turns = r.completion_turns.defined() ? r.completion_turns : r.completion_mask.to(torch::kInt64) - 1;
       tu.push_back(F::pad(turns, F::PadFuncOptions({0, right}).value(-1.0)));
     }
+    if (any_rewards) {
+      const auto rewards = r.completion_rewards.defined() ? r.completion_rewards.to(torch::kFloat32)
+                                                          : torch::zeros(r.completion_ids.sizes(), torch::kFloat32);
+      rw.push_back(F::pad(rewards, F::PadFuncOptions({0, right})));
+    }
   }
   Rollout out;
   out.prompt_ids = torch::cat(pi);
@@ -118,6 +130,7 @@ inline Rollout concat_rollouts(const std::vector<Rollout>& parts, int64_t pad_to
   out.sampler_log_probs = torch::cat(lp);
   if (any_attention) out.completion_attention_mask = torch::cat(am);
   if (any_turns) out.completion_turns = torch::cat(tu);
+  if (any_rewards) out.completion_rewards = torch::cat(rw);
   return out;
 }
 

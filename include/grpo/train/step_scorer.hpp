@@ -3,10 +3,11 @@
 // domain (rewards::DomainRewards: rows routed by tag, per-domain clip, normalisation and metrics). It owns the one
 // rule for "correct" that training metrics, the pass-rates curricula read and evaluation all use: a completion is
 // correct when its domain's accuracy entry gives a value >= the domain's threshold. It also owns reward shaping that
-// is not a reward of the set (DAPO's soft overlong punishment of a context stage: ScoreShaping), so every total a step
-// sees (training, dynamic sampling, ReMax's greedy baselines) comes out of one call. With `overlap`, completion-scoped
-// rewards are wrapped for prefetching (rewards/reward_prefetch.hpp): a ScoringRound scores each chunk in the background
-// while the next one is sampled, and its scores() then finds the values cached (bit-identical results).
+// is not a reward of the set (DAPO's soft overlong punishment of a context stage: ScoreShaping; a multi-turn
+// environment's rewards: add_environment_rewards), so every total a step sees (training, dynamic sampling, ReMax's
+// greedy baselines) comes out of one call. With `overlap`, completion-scoped rewards are wrapped for prefetching
+// (rewards/reward_prefetch.hpp): a ScoringRound scores each chunk in the background while the next one is sampled,
+// and its scores() then finds the values cached (bit-identical results).
 //
 //   grpo::train::ScoringRound round = scorer.round();          // one generation round
 //   for (auto& chunk : chunks) round.add(chunk);                 // as each chunk is sampled
@@ -75,6 +76,12 @@ struct ScoreShaping {
   std::int64_t overlong_buffer = 0;  ///< 0 = no punishment
   double overlong_factor = 1.0;
 };
+
+/// Adds each completion's environment return (`returns[b]`: the sum of its rollout's completion_rewards, the
+/// multi-turn environment's turn rewards) to its total, lists it with the rewards as "environment" and logs
+/// rewards/environment/mean: what every total of the step then holds (training, dynamic sampling, ReMax's baselines).
+/// A total no reward could judge stays missing. Throws grpo::Error when returns.size() != the batch size.
+void add_environment_rewards(StepScores& scores, std::span<const double> returns);
 
 class ScoringRound;
 

@@ -149,6 +149,14 @@ ModelConfig ModelConfig::from_json(std::string_view json, std::string_view sourc
   if (f.has("use_sliding_window") && f.boolean("use_sliding_window")) {
     throw ConfigError(fmt::format("{}: use_sliding_window = true is not supported", source));
   }
+  const auto llama3_scaling = [](const FieldReader& s) {
+    Llama3RopeScaling r;
+    r.factor = s.number("factor");
+    s.optional("low_freq_factor", r.low_freq_factor);
+    s.optional("high_freq_factor", r.high_freq_factor);
+    s.optional("original_max_position_embeddings", r.original_max_position_embeddings);
+    return r;
+  };
   if (f.has("rope_scaling")) {
     simdjson::dom::object scaling;
     if (f.get("rope_scaling").get_object().get(scaling)) f.fail("rope_scaling", "an object or null");
@@ -157,12 +165,22 @@ ModelConfig ModelConfig::from_json(std::string_view json, std::string_view sourc
     if (rope_type != "llama3") {
       throw ConfigError(fmt::format("{}: rope_scaling type \"{}\" is not supported (llama3)", source, rope_type));
     }
-    Llama3RopeScaling r;
-    r.factor = s.number("factor");
-    s.optional("low_freq_factor", r.low_freq_factor);
-    s.optional("high_freq_factor", r.high_freq_factor);
-    s.optional("original_max_position_embeddings", r.original_max_position_embeddings);
-    c.rope_scaling = r;
+    c.rope_scaling = llama3_scaling(s);
+  }
+  // transformers 5 writes the rotary settings as one object instead: rope_parameters {rope_theta, rope_type and the
+  // scaling's own fields}.
+  if (f.has("rope_parameters")) {
+    simdjson::dom::object parameters;
+    if (f.get("rope_parameters").get_object().get(parameters)) f.fail("rope_parameters", "an object or null");
+    FieldReader p(parameters, source, "rope_parameters.");
+    p.optional("rope_theta", c.rope_theta);
+    const std::string_view rope_type = p.has("rope_type") ? p.string("rope_type") : "default";
+    if (rope_type == "llama3") {
+      c.rope_scaling = llama3_scaling(p);
+    } else if (rope_type != "default") {
+      throw ConfigError(fmt::format("{}: rope_parameters.rope_type \"{}\" is not supported (default, llama3)", source,
+                                    rope_type));
+    }
   }
   if (f.has("eos_token_id")) {
     auto eos = f.get("eos_token_id");

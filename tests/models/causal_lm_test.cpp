@@ -355,6 +355,21 @@ TEST_CASE("ModelConfig parses config.json and names the field at fault", "[model
                                        R"(,"rope_scaling":{"rope_type":"llama3","factor":32.0,"low_freq_factor":1.0,)"
                                        R"("high_freq_factor":4.0,"original_max_position_embeddings":8192}})");
   REQUIRE(scaled.rope_scaling->factor == 32.0);
+  // transformers 5 writes the rotary settings in rope_parameters.
+  const auto v5 = ModelConfig::from_json("{\"model_type\":\"qwen2\"," + base +
+                                         R"(,"rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}})");
+  REQUIRE(v5.rope_theta == 1000000.0);
+  REQUIRE_FALSE(v5.rope_scaling);
+  const auto v5_scaled = ModelConfig::from_json("{\"model_type\":\"llama\"," + base +
+                                                R"(,"rope_parameters":{"rope_theta":500000.0,"rope_type":"llama3",)"
+                                                R"("factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,)"
+                                                R"("original_max_position_embeddings":8192}})");
+  REQUIRE(v5_scaled.rope_theta == 500000.0);
+  REQUIRE(v5_scaled.rope_scaling->factor == 8.0);
+  REQUIRE(v5_scaled.rope_scaling->original_max_position_embeddings == 8192);
+  REQUIRE_THROWS_WITH(ModelConfig::from_json("{\"model_type\":\"llama\"," + base +
+                                             R"(,"rope_parameters":{"rope_theta":1e4,"rope_type":"yarn","factor":2}})"),
+                      Catch::Contains("rope_parameters.rope_type \"yarn\" is not supported"));
   CausalLM model(scaled);  // builds with scaled frequencies
   REQUIRE(model->forward(torch::tensor({{1, 2}}, torch::kInt64)).sizes() == torch::IntArrayRef({1, 2, 10}));
 }

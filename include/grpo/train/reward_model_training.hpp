@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// Training a reward model on preference pairs, as TRL's RewardTrainer: a models::ValueModel scores the chosen and the
+// rejected completion of each pair (its sequence score at the last token of prompt + completion, encoded as
+// RewardModelReward reads it: rewards::encode_for_reward_model), the Bradley–Terry loss (loss/bradley_terry.hpp) is
+// minimised with AdamW, and the pairwise accuracy on held-out pairs says how well it orders them.
+//
+// Pairs are read from JSON lines in TRL's preference formats (one object a line):
+//   {"chosen": "...", "rejected": "..."}                               implicit prompt (inside both texts)
+//   {"prompt": "...", "chosen": "...", "rejected": "..."}              explicit prompt
+//   {"chosen": [messages], "rejected": [messages]}                     conversational, implicit prompt
+//   {"prompt": [messages], "chosen": [messages], "rejected": [messages]}   conversational, explicit prompt
+// with an optional numeric "margin". Conversational pairs are rendered with the reward model's chat template: the
+// prompt with the assistant header added, each side as the whole conversation, of which the prompt must be a prefix.
+//
+//   auto pairs = grpo::train::read_preference_pairs("prefs.jsonl", &tokenizer.chat_template());
+//   auto critic = grpo::models::value_model_from_policy(policy, grpo::models::ScalarHeadLayout::sequence_classification);
+//   auto epochs = grpo::train::train_reward_model(critic, tokenizer, pairs, {.epochs = 2});
+//   auto held_out = grpo::train::evaluate_reward_model(critic, tokenizer, test_pairs);   // .accuracy
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace grpo::models {
+class ValueModel;
+}
+namespace grpo::text {
+class ChatTemplate;
+class Tokenizer;
+}  // namespace grpo::text
+
+namespace grpo::train {
+
+/// One preference: prompt + chosen is preferred to prompt + rejected (texts as the reward model reads them).
+struct PreferencePair {
+  std::string prompt;  ///< "" for an implicit prompt (it is inside both texts)
+  std::string chosen, rejected;
+  std::optional<double> margin;  ///< TRL's optional margin: chosen must beat rejected by it
+  std::string source;            ///< "file:line", for errors
+};
+
+/// Parses JSON lines in the formats above; `source` names the text in errors. `chat`: the template conversational
+/// pairs are rendered with (required when a line has message lists). Throws grpo::ParseError naming "source:line" and
+/// the field: a missing "chosen" or "rejected", a side of the wrong type, sides of different kinds (text and messages),
+/// a non-numeric margin, a conversation whose render does not start with its prompt's; ConfigError for a
+/// conversational line without a template.
+std::vector<PreferencePair> parse_preference_pairs(std::string_view jsonl, std::string_view source,
+                                                   const text::ChatTemplate* chat = nullptr);
+/// parse_preference_pairs of a file's contents (errors name the file). Throws grpo::Error for an unreadable file.
+std::vector<PreferencePair> read_preference_pairs(const std::filesystem::path& file,
+                                                  const text::ChatTemplate* chat = nullptr);
+
+struct RewardModelTrainingOptions {
+  std::int64_t epochs = 1;
+  std::int64_t batch_size = 8;          ///< pairs per optimizer step
+  double learning_rate = 1e-5;          ///< AdamW
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;           ///< 0: no clipping
+  std::int64_t max_length = 1024;       ///< tokens of prompt + completion (the last ones are kept)
+  std::optional<double> center_rewards_coefficient;  ///< TRL's centring term (BradleyTerryOptions)
+  std::uint64_t seed = 0;               ///< the order of the pairs in each epoch
+
+  /// ConfigError naming the option.
+  void validate() const;
+};
+
+/// Mean loss and accuracy over pairs.
+struct PreferenceMetrics {
+  double loss = 0.0;
+  double accuracy = 0.0;  ///< fraction of pairs scored chosen > rejected
+  std::int64_t pairs = 0;
+};
+
+/// The Bradley–Terry loss and pairwise accuracy of `model` on `pairs` (no gradient, eval mode; batches of
+/// batch_size pairs).
+PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::Tokenizer& tokenizer,
+                                        std::span<const PreferencePair> pairs, std::int64_t batch_size = 8,
+                                        std::int64_t max_length = 1024);
+
+/// Trains `model` in place for options.epochs passes over `pairs` (shuffled by options.seed each epoch; the last
+/// batch may be smaller) and returns each epoch's mean training loss and accuracy (as computed on each batch before
+/// its step). Every parameter of the model that requires a gradient is trained (a LoRA backbone: its adapters and the
+/// head). Throws ConfigError for bad options or no pairs.
+std::vector<PreferenceMetrics> train_reward_model(models::ValueModel& model, const text::Tokenizer& tokenizer,
+                                                  std::span<const PreferencePair> pairs,
+                                                  const RewardModelTrainingOptions& options = {});
+
+}  // namespace grpo::train

@@ -58,7 +58,7 @@ RewardModelInput encode_for_reward_model(const text::Tokenizer& tokenizer, const
                                          const RewardModelOptions& o) {
   RewardModelInput out;
   if (o.step_separator.empty()) {
-    out.ids = ids_of(tokenizer, completion.prompt + completion.text);
+    out.ids = ids_of(tokenizer, completion.prompt + completion.text + o.completion_suffix);
     if (!out.ids.empty()) out.score_positions.push_back(static_cast<std::int64_t>(out.ids.size()) - 1);
   } else {
     // Each step with the separator after it, encoded on its own so that its last token is the separator's.

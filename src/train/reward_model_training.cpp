@@ -189,6 +189,11 @@ PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::T
   torch::NoGradGuard no_grad;
   const bool training = model->is_training();
   model->eval();
+  struct RestoreMode {  // also when scoring throws
+    models::ValueModel& model;
+    bool training;
+    ~RestoreMode() { model->train(training); }
+  } restore{model, training};
   PreferenceMetrics out;
   for (std::size_t first = 0; first < pairs.size(); first += static_cast<std::size_t>(batch_size)) {
     std::vector<const PreferencePair*> part;
@@ -203,7 +208,6 @@ PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::T
     out.accuracy += result.accuracy * static_cast<double>(p) / static_cast<double>(pairs.size());
   }
   out.pairs = static_cast<std::int64_t>(pairs.size());
-  model->train(training);
   return out;
 }
 
@@ -214,7 +218,13 @@ std::vector<PreferenceMetrics> train_reward_model(models::ValueModel& model, con
   GRPO_CHECK_CONFIG(!pairs.empty(), "train_reward_model: no preference pairs");
   std::vector<torch::Tensor> parameters;
   for (const auto& p : model->parameters()) {
-    if (p.requires_grad()) parameters.push_back(p);
+    if (!p.requires_grad()) continue;
+    GRPO_CHECK_CONFIG(p.scalar_type() == torch::kFloat32 || p.scalar_type() == torch::kFloat64,
+                      "train_reward_model: the model's parameters are {}: load it in float32 "
+                      "(value_model_from_pretrained(dir, torch::kFloat32)); AdamW steps on bf16/fp16 weights are "
+                      "mostly below their resolution and lost",
+                      c10::toString(p.scalar_type()));
+    parameters.push_back(p);
   }
   torch::optim::AdamW optimizer(parameters, torch::optim::AdamWOptions(options.learning_rate)
                                                 .weight_decay(options.weight_decay));

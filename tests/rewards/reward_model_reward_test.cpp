@@ -79,6 +79,13 @@ TEST_CASE("RewardModelReward: an outcome RM's batched scores are each text's sco
       CHECK(*scores[b] == Approx(values_alone(model, ids).back()).epsilon(1e-4).margin(1e-5));
     }
     CHECK(scores[0] != scores[4]);
+    // completion_suffix: read where a model trained on chat-rendered pairs was (here GPT-2's <|endoftext|>, one id).
+    RewardModelReward suffixed(model, tokenizer, {.completion_suffix = "<|endoftext|>"});
+    const auto with_suffix = suffixed.encode(batch[0]);
+    CHECK(with_suffix.ids == ids_of(tokenizer, batch[0].prompt + batch[0].text + "<|endoftext|>"));
+    CHECK(with_suffix.ids.back() == 50256);
+    CHECK(*suffixed.score(std::span<const Completion>(batch).first(1), {})[0] ==
+          Approx(values_alone(model, with_suffix.ids).back()).epsilon(1e-4).margin(1e-5));
     // shift, scale and σ.
     RewardModelReward shaped(model, tokenizer, {.shift = 0.5, .scale = 2.0, .sigmoid = true});
     const auto shaped_scores = shaped.score(batch, {});

@@ -107,6 +107,11 @@ TEST_CASE("train_reward_model: a tiny reward model learns to order held-out pref
   CHECK(after.accuracy >= 0.95);
   CHECK(epochs.back().loss < epochs.front().loss);
   CHECK(after.pairs == 40);
+  // bf16 weights are refused (AdamW's steps would be lost to their rounding).
+  grpo::models::CausalLM half(grpo::testing::tiny_model_config({.vocab = tokenizer.vocab_size()}), grpo::models::WeightInit::normal,
+                              torch::TensorOptions().dtype(torch::kBFloat16));
+  auto half_model = grpo::models::value_model_from_policy(half);
+  CHECK_THROWS_WITH(grpo::train::train_reward_model(half_model, tokenizer, train), Catch::Contains("load it in float32"));
   const auto control = run(0.0);
   CHECK(std::get<0>(control) == before);
   CHECK(std::get<1>(control).accuracy == before);  // nothing learnt

@@ -56,7 +56,8 @@ class ValueModelImpl : public torch::nn::Module {
   /// the head on each position's final hidden state. Differentiable in the backbone and the head.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
   /// Scores [B]: forward's value at each row's last position with attention_mask 1 (the last position without a
-  /// mask). Throws grpo::Error for a row with no real token.
+  /// mask). transformers' sequence classifier pools at the rightmost token that is not pad_token_id: the same unless
+  /// a real sequence ends with the pad id. Throws grpo::Error for a row with no real token.
   torch::Tensor sequence_scores(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
 
   CausalLM& backbone() { return backbone_; }

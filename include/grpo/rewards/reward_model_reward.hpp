@@ -10,8 +10,10 @@
 //
 // Each raw score x becomes (x − shift) / scale, then σ(·) with `sigmoid` (a head trained with a logistic loss gives
 // log-odds). The text given to the model is Completion::prompt (the prompt as the policy saw it, after its chat
-// template) followed by Completion::text, encoded by the reward model's own tokenizer (special tokens recognised), so
-// the reward model may use another tokenizer than the policy. This header stays torch-free: the model and tokenizer
+// template) followed by Completion::text and completion_suffix, encoded by the reward model's own tokenizer (special
+// tokens recognised, none added: a templated prompt carries its own BOS), so the reward model may use another
+// tokenizer than the policy. Read it where the reward model was trained to be read: set completion_suffix to the end
+// of an assistant turn for a model trained on chat-rendered pairs. This header stays torch-free: the model and tokenizer
 // are only forward-declared here.
 //
 //   auto rm = grpo::models::value_model_from_pretrained("rm-dir");
@@ -57,6 +59,10 @@ struct RewardModelOptions {
   /// Tokens of prompt + completion the model reads; longer texts keep their last max_length tokens (where the
   /// score is read; a process RM's steps before the window get no score).
   std::int64_t max_length = 4096;
+  /// Text put after the completion before it is encoded (outcome RM): the end of the assistant turn as the reward
+  /// model was trained on it, e.g. "<|im_end|>\n" for a ChatML model trained on conversations (TRL renders each side
+  /// with the chat template; the trainer's completion text has its special tokens decoded away). "": none.
+  std::string completion_suffix;
   /// Process RM: the text that ends each reasoning step (e.g. "\n\n", or a PRM's step token such as "<extra_0>").
   /// Empty: an outcome RM.
   std::string step_separator;

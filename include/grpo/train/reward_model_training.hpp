@@ -85,7 +85,10 @@ PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::T
 /// Trains `model` in place for options.epochs passes over `pairs` (shuffled by options.seed each epoch; the last
 /// batch may be smaller) and returns each epoch's mean training loss and accuracy (as computed on each batch before
 /// its step). Every parameter of the model that requires a gradient is trained (a LoRA backbone: its adapters and the
-/// head). Throws ConfigError for bad options or no pairs.
+/// head), in float32 or float64; the model is left in eval mode. Throws ConfigError for bad options, no pairs, or
+/// bf16/fp16 parameters (AdamW's small steps would be lost to their rounding: load the model in float32).
+/// Conversational pairs end with the chat template's end of turn: score with RewardModelOptions::completion_suffix
+/// set to it.
 std::vector<PreferenceMetrics> train_reward_model(models::ValueModel& model, const text::Tokenizer& tokenizer,
                                                   std::span<const PreferencePair> pairs,
                                                   const RewardModelTrainingOptions& options = {});

@@ -12,17 +12,20 @@ jobs="${GRPO_JOBS:-$(nproc)}"
 torch="${GRPO_TORCH:-pip}"
 
 "$root/scripts/install-deps.sh"
-launcher=()
-# ccache, when installed, makes rebuilds of unchanged translation units near free. In another checkout (CI's clone)
-# the library's and the torch-free test areas' objects are reused too: paths are hashed relative to the checkout, and
-# the only absolute paths of the tests are in one file (tests/support/test_paths.cpp). The files that use the tests'
-# precompiled header are cached within one checkout only (sloppiness pch_defines,time_macros and -fpch-preprocess:
-# ccache's manual, "Precompiled headers"): GCC writes the header's absolute paths into the .gch, so another checkout's
-# differs. Optional: install-deps.sh does not install it.
-if command -v ccache >/dev/null; then
+launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=)  # none, also in a build directory configured with ccache before
+# ccache (install-deps.sh installs it) makes rebuilds of unchanged translation units near free, in this checkout and
+# in another one (CI's clone): paths are hashed relative to the checkout, and the only absolute paths of the tests are
+# in one file (tests/support/test_paths.cpp). The files that use the tests' precompiled header are reused only when
+# the header itself is: GCC writes a different .gch each time it compiles one (measured: two compiles of the same
+# header, two checksums), and ccache hashes the .gch a file uses (sloppiness pch_defines,time_macros and
+# -fpch-preprocess: ccache's manual, "Precompiled headers"). So the cache must keep the ~0.7 GB .gch: one build of
+# everything fills most of ccache's default 5 GB, and an evicted .gch makes every test file miss. Hence 20 GB unless
+# CCACHE_MAXSIZE says otherwise. GRPO_CCACHE=0 builds without it.
+if [ "${GRPO_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="$root"
   export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+  export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
 fi
 if [ -f "$build/CMakeCache.txt" ] && ! grep -qx "GRPO_TORCH:STRING=$torch" "$build/CMakeCache.txt"; then
   echo "build: $build was configured for another LibTorch; configuring it anew for GRPO_TORCH=$torch"

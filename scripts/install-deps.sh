@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache                                                 # scripts/build.sh: rebuilds reuse unchanged objects
   libtorch-dev libopenblas0-pthread   # without the pthread OpenBLAS, matrix products run ~25x slower
   libeigen3-dev libfmt-dev catch2 libsimdjson-dev libbenchmark-dev libcli11-dev
   libpcre2-dev libutf8proc-dev                          # tokenizer

@@ -5,6 +5,7 @@
 #include <grpo/core/tensor_checks.hpp>
 #include <grpo/loss/aggregation.hpp>
 #include <grpo/train/optimizer_step.hpp>
+#include <grpo/train/training_mode.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -83,18 +84,14 @@ CriticUpdate Critic::update(const Rollout& rollout, const torch::Tensor& old_val
   }
   GRPO_CHECK(rows == 0 || rollout.prompt_length() >= 1,
              "Critic::update: the rollout has no prompt column (prompt_ids {})", shape_str(rollout.prompt_ids));
-  struct TrainingMode {  // dropout while the loss is computed; eval mode for values()
-    torch::nn::Module& module;
-    explicit TrainingMode(torch::nn::Module& m) : module(m) { module.train(true); }
-    ~TrainingMode() { module.train(false); }
-  } training_mode(*model_);
+  const TrainingModeScope training(*model_, /*training=*/true);  // dropout while the loss is computed
 
   const LossType type = options_.loss.loss_type;
   LocalNormaliserOptions normaliser_options;
   normaliser_options.max_completion_length = width;  // dr_grpo's constant: the padded completion length
   const Normaliser normaliser = global_normaliser(
       group_, type, rows > 0 ? std::optional(local_normaliser(type, mask, normaliser_options)) : std::nullopt);
-  const std::int64_t micro = std::max<std::int64_t>(1, (rows + options_.micro_batches - 1) / options_.micro_batches);
+  const std::int64_t micro = (rows + options_.micro_batches - 1) / options_.micro_batches;
   CriticUpdate out;
   out.learning_rate = options_.learning_rate;
   for (std::int64_t epoch = 0; epoch < options_.epochs; ++epoch) {

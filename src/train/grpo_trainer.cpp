@@ -6,6 +6,7 @@
 #include <grpo/core/mix64.hpp>
 #include <grpo/policy/decode.hpp>
 #include <grpo/train/optimizer_step.hpp>
+#include <grpo/train/training_mode.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -502,12 +503,9 @@ void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
 
 UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageOutput& adv) {
   UpdateResult out;
-  // Training mode while the loss is computed (LoRA dropout), evaluation mode for sampling and the log-prob pass.
-  struct TrainingMode {
-    torch::nn::Module& module;
-    explicit TrainingMode(torch::nn::Module& m) : module(m) { module.train(true); }
-    ~TrainingMode() { module.train(false); }
-  } training_mode(model_->module());
+  // Training mode while the loss is computed (LoRA dropout), then back to the evaluation mode the constructor set, for
+  // sampling and the log-prob pass.
+  const TrainingModeScope training(model_->module(), /*training=*/true);
   const Rollout& rollout = batch.rollout;
   const std::int64_t rows = batch.rows();  // may be 0 on a rank whose groups were all dropped
   const ContextStage& stage = context_.current();

@@ -11,6 +11,7 @@
 #include <grpo/text/chat_messages.hpp>
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
+#include <grpo/train/training_mode.hpp>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -187,13 +188,7 @@ PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::T
                                         std::int64_t max_length) {
   GRPO_CHECK_CONFIG(batch_size >= 1, "evaluate_reward_model: batch_size must be >= 1, got {}", batch_size);
   torch::NoGradGuard no_grad;
-  const bool training = model->is_training();
-  model->eval();
-  struct RestoreMode {  // also when scoring throws
-    models::ValueModel& model;
-    bool training;
-    ~RestoreMode() { model->train(training); }
-  } restore{model, training};
+  const TrainingModeScope evaluation(*model, /*training=*/false);  // the caller's mode back, also when scoring throws
   PreferenceMetrics out;
   for (std::size_t first = 0; first < pairs.size(); first += static_cast<std::size_t>(batch_size)) {
     std::vector<const PreferencePair*> part;

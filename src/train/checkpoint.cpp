@@ -47,6 +47,58 @@ std::optional<std::int64_t> checkpoint_step(const std::string& name) {
   ::grpo::detail::throw_formatted<ParseError>("{}: {}", source, what);
 }
 
+// A trained model's files in `directory`: its weights, the masters of mixed-precision `master_weights`, optimizer.pt.
+void save_trained(const fs::path& directory, const CheckpointedModel& model, const torch::optim::Optimizer& optimizer,
+                  const MasterWeights* master_weights) {
+  model.save(directory);
+  if (master_weights != nullptr && master_weights->mixed()) {
+    io::save_safetensors(directory / kMasterWeightsFile, master_weights->state());
+  }
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  archive.save_to((directory / "optimizer.pt").string());
+}
+
+// save_trained's files back, in place.
+void load_trained(const fs::path& directory, const CheckpointedModel& model, torch::optim::Optimizer& optimizer,
+                  MasterWeights* master_weights) {
+  model.load(directory);
+  if (master_weights != nullptr && master_weights->mixed()) {
+    const fs::path path = directory / kMasterWeightsFile;
+    GRPO_CHECK(fs::is_regular_file(path),
+               "checkpoint {} has no {} but the model trains in half precision with fp32 master weights (it was "
+               "saved by a full-precision run, or with optimizer_precision compensated)",
+               directory.string(), kMasterWeightsFile);
+    master_weights->load_state(io::SafetensorsFile(path).tensors(), path.string());
+  }
+  GRPO_CHECK(fs::is_regular_file(directory / "optimizer.pt"), "checkpoint {} has no optimizer.pt", directory.string());
+  torch::serialize::InputArchive archive;
+  // The optimizer's state onto the model's device (rank 0 saved it from its own).
+  archive.load_from((directory / "optimizer.pt").string(), model.device);
+  try {
+    optimizer.load(archive);
+  } catch (const c10::Error& e) {  // another optimizer's state: AdamW's where CompensatedAdamW's is read, or back
+    throw Error(fmt::format("checkpoint {}: optimizer.pt holds another optimizer's state than this run's (was it "
+                            "saved with another optimizer_precision?): {}",
+                            directory.string(), e.what_without_backtrace()));
+  }
+}
+
+void check_parts(std::span<const CheckpointPart> parts) {
+  std::vector<std::string_view> seen;
+  for (const CheckpointPart& part : parts) {
+    const fs::path name(part.name);
+    GRPO_CHECK(!part.name.empty() && name.filename() == name && name != "." && name != ".." &&
+                   part.name != kReferenceDir && part.name != kAdapterDir,
+               "CheckpointPart: '{}' is not a name a checkpoint can hold as its own subdirectory (one path "
+               "component, not '{}' or '{}')",
+               part.name, kReferenceDir, kAdapterDir);
+    GRPO_CHECK(std::find(seen.begin(), seen.end(), part.name) == seen.end(), "CheckpointPart: '{}' twice", part.name);
+    GRPO_CHECK(part.optimizer != nullptr, "CheckpointPart '{}': no optimizer", part.name);
+    seen.push_back(part.name);
+  }
+}
+
 }  // namespace
 
 std::string trainer_state_to_json(const TrainerState& state) {
@@ -173,8 +225,9 @@ CheckpointedModel module_checkpoint(std::shared_ptr<torch::nn::Module> module) {
 
 fs::path CheckpointManager::save(const CheckpointedModel& model, const torch::optim::Optimizer& optimizer,
                                  const TrainerState& state, const std::optional<CheckpointedModel>& reference,
-                                 const MasterWeights* master_weights) {
+                                 const MasterWeights* master_weights, std::span<const CheckpointPart> parts) {
   GRPO_CHECK(state.step >= 0, "CheckpointManager::save: step must be ≥ 0, got {}", state.step);
+  check_parts(parts);
   const fs::path final_dir = options_.directory / fmt::format("{}{}", kPrefix, state.step);
   fs::path tmp_dir = final_dir;
   tmp_dir += kTmpSuffix;
@@ -182,15 +235,11 @@ fs::path CheckpointManager::save(const CheckpointedModel& model, const torch::op
   fs::remove_all(tmp_dir);
   try {
     fs::create_directories(tmp_dir);
-    model.save(tmp_dir);
+    save_trained(tmp_dir, model, optimizer, master_weights);
     if (reference) reference->save(tmp_dir / kReferenceDir);
-    if (master_weights != nullptr && master_weights->mixed()) {
-      io::save_safetensors(tmp_dir / kMasterWeightsFile, master_weights->state());
-    }
-    {
-      torch::serialize::OutputArchive archive;
-      optimizer.save(archive);
-      archive.save_to((tmp_dir / "optimizer.pt").string());
+    for (const CheckpointPart& part : parts) {
+      fs::create_directories(tmp_dir / part.name);
+      save_trained(tmp_dir / part.name, part.model, *part.optimizer, part.master_weights);
     }
     {
       at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -251,38 +300,22 @@ std::optional<CheckpointInfo> CheckpointManager::latest() const {
 
 TrainerState CheckpointManager::load(const fs::path& checkpoint, const CheckpointedModel& model,
                                      torch::optim::Optimizer& optimizer, const std::optional<CheckpointedModel>& reference,
-                                     MasterWeights* master_weights) {
+                                     MasterWeights* master_weights, std::span<const CheckpointPart> parts) {
+  check_parts(parts);
   const fs::path state_path = checkpoint / kStateFile;
   TrainerState state = trainer_state_from_json(io::read_file(state_path), state_path.string());
-  model.load(checkpoint);
-  if (master_weights != nullptr && master_weights->mixed()) {
-    const fs::path path = checkpoint / kMasterWeightsFile;
-    GRPO_CHECK(fs::is_regular_file(path),
-               "checkpoint {} has no {} but the model trains in half precision with fp32 master weights (it was "
-               "saved by a full-precision run, or with optimizer_precision compensated)",
-               checkpoint.string(), kMasterWeightsFile);
-    master_weights->load_state(io::SafetensorsFile(path).tensors(), path.string());
-  }
+  load_trained(checkpoint, model, optimizer, master_weights);
   if (reference) {
     GRPO_CHECK(fs::is_directory(checkpoint / kReferenceDir),
                "checkpoint {} has no {}/ (it was saved without a reference model)", checkpoint.string(), kReferenceDir);
     reference->load(checkpoint / kReferenceDir);
   }
-  for (const char* file : {"optimizer.pt", "rng_state.pt"}) {
-    GRPO_CHECK(fs::is_regular_file(checkpoint / file), "checkpoint {} has no {}", checkpoint.string(), file);
+  for (const CheckpointPart& part : parts) {
+    GRPO_CHECK(fs::is_directory(checkpoint / part.name), "checkpoint {} has no {}/ (it was saved by a run without it)",
+               checkpoint.string(), part.name);
+    load_trained(checkpoint / part.name, part.model, *part.optimizer, part.master_weights);
   }
-  {
-    torch::serialize::InputArchive archive;
-    // The optimizer's state onto the model's device (rank 0 saved it from its own).
-    archive.load_from((checkpoint / "optimizer.pt").string(), model.device);
-    try {
-      optimizer.load(archive);
-    } catch (const c10::Error& e) {  // another optimizer's state: AdamW's where CompensatedAdamW's is read, or back
-      throw Error(fmt::format("checkpoint {}: optimizer.pt holds another optimizer's state than this run's (was it "
-                              "saved with another optimizer_precision?): {}",
-                              checkpoint.string(), e.what_without_backtrace()));
-    }
-  }
+  GRPO_CHECK(fs::is_regular_file(checkpoint / "rng_state.pt"), "checkpoint {} has no rng_state.pt", checkpoint.string());
   {
     torch::serialize::InputArchive archive;
     archive.load_from((checkpoint / "rng_state.pt").string());
@@ -300,12 +333,13 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
                                                      const torch::optim::Optimizer& optimizer,
                                                      const TrainerState& state,
                                                      const std::optional<CheckpointedModel>& reference,
-                                                     const MasterWeights* master_weights) {
+                                                     const MasterWeights* master_weights,
+                                                     std::span<const CheckpointPart> parts) {
   std::optional<std::filesystem::path> path;
   std::exception_ptr failure;
   if (group.is_main()) {
     try {
-      path = manager.save(model, optimizer, state, reference, master_weights);
+      path = manager.save(model, optimizer, state, reference, master_weights, parts);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -320,11 +354,12 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
 
 TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint,
                              const CheckpointedModel& model, torch::optim::Optimizer& optimizer,
-                             const std::optional<CheckpointedModel>& reference, MasterWeights* master_weights) {
+                             const std::optional<CheckpointedModel>& reference, MasterWeights* master_weights,
+                             std::span<const CheckpointPart> parts) {
   TrainerState state;
   std::exception_ptr failure;
   try {
-    state = CheckpointManager::load(checkpoint, model, optimizer, reference, master_weights);
+    state = CheckpointManager::load(checkpoint, model, optimizer, reference, master_weights, parts);
   } catch (...) {
     failure = std::current_exception();
   }

@@ -108,6 +108,33 @@ void add_sampler_mismatch(ProcessGroup& group, const StepBatch& batch, bool enab
   }
 }
 
+/// verl's critic data metrics (verl/trainer/ppo/metric_utils.py compute_data_metrics) over the tokens of `mask` of
+/// every rank: critic/values/mean and critic/returns/mean, and critic/vf_explained_var = 1 − Var(R − V) / (Var(R) +
+/// 1e-5) (Bessel variances). values, returns and mask [rows, T]; a rank without rows passes undefined tensors.
+void add_value_metrics(ProcessGroup& group, const torch::Tensor& values, const torch::Tensor& returns,
+                       const torch::Tensor& mask, std::vector<MetricValue>& out) {
+  torch::Tensor sums = torch::zeros({6}, torch::kFloat64);  // n, ΣV, ΣR, ΣR², Σ(R − V), Σ(R − V)²
+  if (values.defined() && values.numel() > 0) {
+    const torch::Tensor valid = mask != 0;
+    const torch::Tensor v = values.to(torch::kFloat64).masked_select(valid);
+    const torch::Tensor r = returns.to(torch::kFloat64).masked_select(valid);
+    const torch::Tensor d = r - v;
+    sums = torch::stack({torch::scalar_tensor(static_cast<double>(v.numel()), torch::kFloat64), v.sum(), r.sum(),
+                         r.square().sum(), d.sum(), d.square().sum()});
+  }
+  group.all_reduce_(sums);
+  const auto s = sums.accessor<double, 1>();
+  const double n = s[0];
+  if (n < 1) return;
+  out.push_back({"critic/values/mean", s[1] / n, MetricReduction::max, 1.0});
+  out.push_back({"critic/returns/mean", s[2] / n, MetricReduction::max, 1.0});
+  if (n >= 2) {
+    const auto variance = [n](double sum, double squares) { return std::max(0.0, (squares - sum * sum / n) / (n - 1)); };
+    out.push_back({"critic/vf_explained_var", 1.0 - variance(s[4], s[5]) / (variance(s[2], s[3]) + 1e-5),
+                   MetricReduction::max, 1.0});
+  }
+}
+
 std::vector<ContextStage> stages_of(const GrpoTrainerOptions& o) {
   if (!o.stages.empty()) return o.stages;
   ContextStage only;
@@ -171,6 +198,10 @@ void GrpoTrainerOptions::validate() const {
     throw ConfigError(fmt::format("kl_in_reward (KL in the reward; beta is its coef): {}", e.what()));
   }
   step_loss_options(loss, loss.beta, loss.entropy_coef, sampling.max_new_tokens).validate();
+  critic.validate();
+  GRPO_CHECK_CONFIG(critic_warmup >= 0, "critic_warmup must be >= 0, got {}", critic_warmup);
+  GRPO_CHECK_CONFIG(critic_warmup == 0 || token_advantage.estimator == TokenAdvantageEstimator::gae,
+                    "critic_warmup {} needs a critic: advantage gae (this run's advantage has none)", critic_warmup);
   (void)EntropyController(loss.entropy_coef, adaptive_entropy);  // validates the adaptive settings
 }
 
@@ -184,7 +215,7 @@ void select_advantage(GrpoTrainerOptions& options, std::string_view name) {
     select_advantage_estimator(options.advantage, name);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}; token-level: reinforce_pp (reinforce_plus_plus), remax, optimal_token_baseline "
-                                  "(otb)",
+                                  "(otb), gae (PPO, with a critic)",
                                   e.what()));
   }
   options.token_advantage.estimator = TokenAdvantageEstimator::none;
@@ -220,6 +251,13 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
     optimizer_ = make_adamw(master_, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(options_.weight_decay),
                             options_.seed);
   }
+  const bool gae = options_.token_advantage.estimator == TokenAdvantageEstimator::gae;
+  GRPO_CHECK_CONFIG(!gae || !parts.critic.is_empty(),
+                    "advantage gae (PPO) needs a critic: a value model in GrpoTrainerParts::critic "
+                    "(models::value_model_from_policy, or value_model_from_pretrained)");
+  GRPO_CHECK_CONFIG(gae || parts.critic.is_empty(),
+                    "GrpoTrainerParts::critic: a critic trains only with advantage gae (this run's advantage uses none)");
+  if (gae) critic_ = std::make_unique<Critic>(std::move(parts.critic), group_, options_.critic, options_.seed);
   model_->module().eval();  // sampling and the log-prob pass; policy_update switches to training mode (dropout)
   broadcast_parameters(group_, model_->module());  // every rank starts from rank 0's weights
   master_.parameters_to_masters();  // the masters of rank 0's weights
@@ -465,6 +503,11 @@ void GrpoTrainer::add_log_probs(StepBatch& batch) {
     batch.ref_log_probs = reference_->token_log_probs(batch.rollout).log_probs.to(torch::kCPU);
     batch.ref_log_prob_seconds = seconds_since(started);
   }
+  if (critic_) {
+    const auto started = std::chrono::steady_clock::now();
+    batch.old_values = critic_->values(batch.rollout);
+    batch.values_seconds = seconds_since(started);
+  }
   if (options_.kl_in_reward.enabled()) {
     KlOptions estimator;
     estimator.estimator = options_.kl_in_reward.estimator;
@@ -534,6 +577,18 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   out.beta = kl_.beta();
   out.entropy_coef = entropy_.coef();
   if (!batch.train) return out;
+  if (critic_) {
+    // verl updates the critic before the actor, both on the values before either update. The critic learns on the
+    // tokens the policy's loss sees (before rollout rejection) of the rows with a return.
+    const auto started = std::chrono::steady_clock::now();
+    const torch::Tensor none = torch::zeros(loss_mask.sizes(), torch::kFloat32);
+    const torch::Tensor critic_mask = rows > 0 ? loss_mask * estimator_mask(batch).to(loss_mask.scalar_type()) : none;
+    out.critic = critic_->update(rollout, rows > 0 ? batch.old_values : none, rows > 0 ? adv.returns : none,
+                                 critic_mask);
+    out.critic_seconds = seconds_since(started);
+  }
+  if (batch.step <= options_.critic_warmup) return out;  // the critic's warm-up: the policy waits
+  out.actor_updated = true;
 
   // μ passes; each accumulates the micro-batches' gradients with the whole (all ranks') batch's normaliser.
   const auto type = options_.loss.loss_type;
@@ -653,6 +708,15 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
   values.push_back({"frac_reward_zero_std", adv.frac_reward_zero_std, MetricReduction::weighted_mean,
                     static_cast<double>(batch.rows() / batch.group_size)});
   values.insert(values.end(), update.loss_metrics.begin(), update.loss_metrics.end());
+  if (update.critic) {
+    const std::vector<MetricValue> critic = update.critic->metrics();
+    values.insert(values.end(), critic.begin(), critic.end());
+  }
+  if (critic_ && batch.train) {
+    const bool here = batch.rows() > 0 && adv.returns.defined();
+    add_value_metrics(group_, here ? batch.old_values : torch::Tensor(), here ? adv.returns : torch::Tensor(),
+                      here ? estimator_mask(batch) : torch::Tensor(), values);
+  }
   if (options_.difficulty_mask) {
     values.push_back({"difficulty_mask/masked_groups", static_cast<double>(batch.difficulty_masked_groups()),
                       MetricReduction::sum, 1.0});
@@ -681,6 +745,8 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
                  {"timing_s/update_actor/forward", update.forward_seconds, MetricReduction::max, 1.0},
                  {"timing_s/update_actor/backward", update.backward_seconds, MetricReduction::max, 1.0},
                  {"timing_s/update_actor/optimizer", update.optimizer_seconds, MetricReduction::max, 1.0},
+                 {"timing_s/values", batch.values_seconds, MetricReduction::max, 1.0},
+                 {"timing_s/update_critic", update.critic_seconds, MetricReduction::max, 1.0},
                  {"perf/peak_rss_gb", peak_rss_gib(), MetricReduction::max, 1.0}});
   for (const auto& [name, value] : batch.sampling_metrics) values.push_back({name, value, MetricReduction::max, 1.0});
   for (const auto& [name, value] : prompts_.metrics(batch.step)) values.push_back({name, value, MetricReduction::max, 1.0});
@@ -714,7 +780,7 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
   add_sampler_mismatch(group_, batch, old_log_prob_pass(), values);
   report.scalars = reduce_metrics(group_, values);
   report.by_name = std::map<std::string, double>(report.scalars.begin(), report.scalars.end());
-  if (batch.train && !stage_metrics_checked_) check_stage_metrics(report.by_name);
+  if (update.actor_updated && !stage_metrics_checked_) check_stage_metrics(report.by_name);
   // Adaptive KL: the step's measured KL (token mean over every rank, as the logged `kl`) sets β for the next step.
   if (update.kl) kl_.update(reduce_metrics(group_, {*update.kl}).front().second, static_cast<std::int64_t>(sequences));
   if (reward_kl_measured) reward_kl_.update(*reward_kl_measured, static_cast<std::int64_t>(sequences));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // GrpoTrainer::advantages: the group-relative estimator on the kept groups' totals (less β_r·Σ_t KL_t with KL in the
-// reward), or a token-level estimator on the token rewards, then optional whitening over the batch's tokens. A total
+// reward), or a token-level estimator on the token rewards (GAE on the critic's values, with the critic's targets),
+// then optional whitening over the batch's tokens. A total
 // holds the generator's token rewards (a multi-turn environment's turn rewards, add_environment_rewards); the
 // token-level estimators see each of them at its own token and the rest of the total at the last one.
 //
@@ -11,6 +12,7 @@
 // advantages of a rank's rows equal those rows' advantages in one process on the whole batch.
 #include <grpo/train/grpo_trainer.hpp>
 
+#include <grpo/advantage/gae.hpp>
 #include <grpo/advantage/masked_whiten.hpp>
 
 namespace grpo::train {
@@ -28,6 +30,15 @@ AdvantageOutput groups_of(const AdvantageOutput& whole, std::int64_t first, std:
 }
 
 }  // namespace
+
+torch::Tensor GrpoTrainer::estimator_mask(const StepBatch& batch) const {
+  const torch::Tensor totals = torch::tensor(rewards::with_nan(batch.totals)).to(torch::kFloat64).reshape({batch.rows()});
+  torch::Tensor scored = totals.isfinite();
+  if (options_.token_advantage.estimator == TokenAdvantageEstimator::remax) {
+    scored = scored & batch.greedy_baselines.isfinite();
+  }
+  return (batch.rollout.completion_mask != 0) & scored.unsqueeze(1);
+}
 
 AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   const BatchSum batch_sum = [this](torch::Tensor& t) { group_.all_reduce_(t); };
@@ -52,6 +63,10 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
                    (batch.greedy_baselines.defined() && batch.greedy_baselines.numel() == rows),
                "GrpoTrainer::advantages: remax needs the batch's greedy_baselines [rows] (collect_groups computes "
                "them)");
+    GRPO_CHECK(token.estimator != TokenAdvantageEstimator::gae ||
+                   (batch.old_values.defined() && batch.old_values.sizes() == batch.rollout.completion_mask.sizes()),
+               "GrpoTrainer::advantages: gae needs the batch's old_values [rows, T] (collect_groups computes them "
+               "with the critic)");
   }
   const double beta = reward_kl_.beta();
   const torch::Tensor& kl = batch.reward_kl;
@@ -79,13 +94,13 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
   AdvantageOutput out = groups_of(whole_out, offset / batch.group_size, groups, batch.group_size);
   if (rows == 0) {
     const torch::Tensor none = torch::zeros({0}, torch::kFloat64);
-    if (token.estimator == TokenAdvantageEstimator::reinforce_pp) masked_whiten(none, none, 1e-8, batch_sum);
+    if (token.estimator == TokenAdvantageEstimator::reinforce_pp || token.estimator == TokenAdvantageEstimator::gae) {
+      masked_whiten(none, none, 1e-8, batch_sum);
+    }
     if (options_.whiten_advantages) masked_whiten(none, none, 1e-8, batch_sum);
     return out;
   }
-  torch::Tensor scored = totals.isfinite();
-  if (token.estimator == TokenAdvantageEstimator::remax) scored = scored & batch.greedy_baselines.isfinite();
-  const torch::Tensor mask = (batch.rollout.completion_mask != 0) & scored.unsqueeze(1);
+  const torch::Tensor mask = estimator_mask(batch);
   // The generator's token rewards (a multi-turn environment's, per turn) stay on their tokens; the rest of the total
   // (the scorer's) goes on the last token.
   torch::Tensor rewards;
@@ -123,6 +138,15 @@ AdvantageOutput GrpoTrainer::advantages(const StepBatch& batch) const {
       out.advantages = optimal_token_baseline_advantages(
           rewards, mask, torch::arange(rows, torch::kLong).div(batch.group_size, "floor"), batch.old_log_probs,
           batch.sum_pi_squared, is_weights, {.handle_zero_tail = token.handle_zero_tail});
+      break;
+    }
+    case TokenAdvantageEstimator::gae: {
+      // verl compute_gae_advantage_return: GAE on the critic's values of the rollout, its advantages whitened over
+      // the batch's tokens (every rank's), its returns (before whitening) the critic's targets.
+      const GaeOutput gae = gae_advantages(rewards, batch.old_values, mask,
+                                           {.gamma = token.gamma, .lambda = token.lambda, .whiten = true}, batch_sum);
+      out.advantages = gae.advantages;
+      out.returns = gae.returns;
       break;
     }
     case TokenAdvantageEstimator::none:

@@ -1,12 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // GrpoTrainer::save and restore: a checkpoint with everything a bit-exact resume needs (model, optimizer, RNG, synced
-// reference, the controllers' coefficients, the context stage, the prompt source's state).
+// reference, the critic, the controllers' coefficients, the context stage, the prompt source's state).
 #include <grpo/train/grpo_trainer.hpp>
 
 #include <cmath>
 #include <limits>
 
 namespace grpo::train {
+namespace {
+
+/// The critic as a checkpoint part (critic/), or none.
+std::vector<CheckpointPart> critic_parts(Critic* critic) {
+  if (critic == nullptr) return {};
+  return {{.name = "critic",
+           .model = critic->checkpointed(),
+           .optimizer = &critic->optimizer(),
+           .master_weights = &critic->master_weights()}};
+}
+
+}  // namespace
 
 std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkpoints, std::int64_t step) {
   TrainerState state;
@@ -20,7 +32,8 @@ std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkp
   if (std::isfinite(entropy_.last_entropy())) state.values["entropy/last"] = entropy_.last_entropy();
   prompts_.save_state(state);
   auto path = save_checkpoint(group_, checkpoints, model_->checkpointed(), *optimizer_, state,
-                              synced_reference_ ? std::optional(reference_->checkpointed()) : std::nullopt, &master_);
+                              synced_reference_ ? std::optional(reference_->checkpointed()) : std::nullopt, &master_,
+                              critic_parts(critic_.get()));
   for (const auto& callback : callbacks_) callback->on_save(*this, step, path);
   return path;
 }
@@ -30,7 +43,8 @@ std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
   if (!latest) return 0;
   const auto state =
       load_checkpoint(group_, latest->path, model_->checkpointed(), *optimizer_,
-                      synced_reference_ ? std::optional(reference_->checkpointed()) : std::nullopt, &master_);
+                      synced_reference_ ? std::optional(reference_->checkpointed()) : std::nullopt, &master_,
+                      critic_parts(critic_.get()));
   prompts_.load_state(state);
   // An adaptive β continues where it was; a fixed one is the options' (which the resumed run may change).
   if (const auto beta = state.values.find("kl_coef");

@@ -29,8 +29,9 @@ const std::map<std::string, std::string, std::less<>>& roll_reasons() {
       {"error_max_len_clip", "no counterpart: mask truncated completions with a context stage"},
       {"difficulty_loss_weight", "no counterpart"},
       {"length_loss_weight", "no counterpart"},
-      {"value_clip", "no value model here"},
-      {"lambd", "no value model here (GAE)"},
+      {"value_clip", "a critic's setting: read with adv_estimator gae"},
+      {"lambd", "GAE's λ: read with adv_estimator gae"},
+      {"critic_warmup", "a critic's setting: read with adv_estimator gae"},
       {"response_filter_config", "ROLL's response filter keeps every response (a stub there)"},
       {"max_new_tokens", "evaluation uses the run's completion limit (response_length)"},
       {"init_kl_coef", "without add_token_level_kl it only turns on ROLL's reference model"},
@@ -214,8 +215,18 @@ RollConversion convert_roll_config(const io::ConfigNode& root) {
                                            node->source(), node->path()));
       }
     } else if (estimator == "gae") {
-      out.unmapped.push_back(fmt::format("{}: {}: gae needs a value model, which this trainer does not have",
-                                         node->source(), node->path()));
+      // PPO with a critic started from the policy (ROLL's critic loads the pretrain weights with a new head), at
+      // ROLL's defaults where the config leaves them out: λ 0.95, γ 1, no value clipping (value_clip: ~).
+      set("advantage", {"gae"}, *node);
+      const auto* lambda = at("lambd");
+      set("gae_lambda", {lambda ? text_of(*lambda) : "0.95"}, lambda ? *lambda : *node);
+      copy("gamma", "gamma");
+      const auto* value_clip = at("value_clip");
+      set("value_clip", {value_clip ? text_of(*value_clip) : "0"}, value_clip ? *value_clip : *node);
+      copy("critic_warmup", "critic_warmup");
+      copy("critic.training_args.learning_rate", "critic_lr");
+      copy("critic.training_args.weight_decay", "critic_weight_decay");
+      copy("critic.training_args.max_grad_norm", "critic_max_grad_norm");
     } else {
       try {
         grpo::train::GrpoTrainerOptions probe;

@@ -5,6 +5,7 @@
 #include <grpo/agent/tiny_lookup_task.hpp>
 #include <grpo/io/read_file.hpp>
 #include <grpo/models/lora.hpp>
+#include <grpo/models/value_model.hpp>
 #include <grpo/rewards/registry.hpp>
 #include <grpo/text/tokenizer.hpp>
 #include <grpo/train/metrics_writer.hpp>
@@ -251,6 +252,15 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   if (environment) {
     parts.generator =
         std::make_shared<agent::MultiTurnGenerator<models::CausalLM>>(run->model, codec, environment, s.multi_turn);
+  }
+  const bool gae = s.trainer.token_advantage.estimator == TokenAdvantageEstimator::gae;
+  GRPO_CHECK_CONFIG(gae || s.critic_model.empty(), "--critic-model {}: a critic trains only with --advantage gae",
+                    s.critic_model.string());
+  if (gae) {  // PPO's critic: from its own checkpoint, or the policy's weights with a new head (as verl's starts)
+    parts.critic = s.critic_model.empty()
+                       ? models::value_model_from_policy(run->model)
+                       : models::value_model_from_pretrained(s.critic_model, run_dtype(s), run->device);
+    parts.critic->backbone()->set_gradient_checkpointing(run->model->gradient_checkpointing());
   }
   run->trainer = std::make_unique<GrpoTrainer>(run->model, *run->source, *run->scorer, run->group, s.trainer, parts);
 

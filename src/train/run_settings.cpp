@@ -164,9 +164,37 @@ OptionTable run_option_table(RunSettings& s) {
   add(named("advantage", s.advantage,
             "advantage estimator: group-relative (grpo, verl_grpo, dr_grpo, rloo, reinforce_pp_baseline, gpg, "
             "pass_at_k, opo, or a registered name) or token-level (reinforce_pp, remax: a greedy completion per "
-            "prompt is the baseline, optimal_token_baseline)",
+            "prompt is the baseline, optimal_token_baseline, gae: PPO with a critic)",
             [&t](const std::string& v) { select_advantage(t, v); }));
-  add(make_option("gamma", t.token_advantage.gamma, "reinforce_pp: discount of the token returns", within(0.0, 1.0)));
+  add(make_option("gamma", t.token_advantage.gamma, "reinforce_pp and gae: discount of the token returns",
+                  within(0.0, 1.0)));
+  add(make_option("gae_lambda", t.token_advantage.lambda,
+                  "gae: GAE's lambda (1 = Monte-Carlo returns less the value, 0 = one-step TD)", within(0.0, 1.0)));
+  // The PPO critic (advantage gae).
+  add(existing(make_option("critic_model", s.critic_model,
+                           "gae: start the critic from this checkpoint (…ForTokenClassification, "
+                           "…ForSequenceClassification or a TRL value head; default: the policy with a new head)"),
+               true));
+  add(make_option("critic_lr", t.critic.learning_rate, "gae: the critic's AdamW learning rate (verl critic.optim.lr)",
+                  at_least_zero()));
+  add(make_option("critic_weight_decay", t.critic.weight_decay, "gae: the critic's AdamW weight decay",
+                  at_least_zero()));
+  add(make_option("critic_max_grad_norm", t.critic.max_grad_norm, "gae: the critic's gradient clipping (0 = off)",
+                  at_least_zero()));
+  add(make_option("critic_epochs", t.critic.epochs, "gae: the critic's optimizer steps per batch (verl ppo_epochs)",
+                  positive()));
+  add(make_option("critic_micro_batches", t.critic.micro_batches, "gae: the critic's micro-batches per step",
+                  positive()));
+  add(make_option("critic_warmup", t.critic_warmup, "gae: the first N steps train only the critic (ROLL critic_warmup)",
+                  at_least_zero()));
+  OptionSpec value_clip = custom_option("value_clip", "gae: the value loss's clip range around the old values (verl "
+                                        "cliprange_value; 0 = off)", "NUMBER");
+  value_clip.assign = [&t](const std::vector<std::string>& v) {
+    const double c = option_number(v.at(0), at_least_zero());
+    t.critic.loss.clip_range = c > 0 ? std::optional(c) : std::nullopt;
+  };
+  value_clip.yaml = [&t] { return fmt::format("{}", t.critic.loss.clip_range.value_or(0.0)); };
+  add(std::move(value_clip));
   add(make_option("whiten_advantages", t.whiten_advantages,
            "whiten the advantages over the batch's completion tokens after the estimator (ROLL whiten_advantages)"));
   add(symmetric_clip("advantage_clip", t.advantage.advantage_clip,

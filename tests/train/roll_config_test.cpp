@@ -48,3 +48,32 @@ TEST_CASE("ROLL config conversion: one domain's query_filter_config is the run's
                     Catch::Contains("rlvr_config.yaml:8: rewards.math_rule.query_filter_config.type") &&
                         Catch::Contains("'median_filter' is not a ROLL query filter (no_filter, mean_filter, std_filter)"));
 }
+
+TEST_CASE("ROLL config conversion: adv_estimator gae is PPO with a critic, at ROLL's defaults where left out",
+          "[examples][config]") {
+  // ROLL's PPO section (docs "Proximal Policy Optimization", RLVRConfig): λ, γ, no value clipping (~), the critic's
+  // optimiser under critic.training_args.
+  auto s = settings_of("adv_estimator: gae\nlambd: 0.9\ngamma: 0.99\nvalue_clip: ~\ncritic_warmup: 3\n"
+                       "critic:\n  training_args:\n    learning_rate: 2.0e-6\n    weight_decay: 0.05\n");
+  CHECK(s.at("advantage") == "gae");
+  CHECK(s.at("gae_lambda") == "0.9");
+  CHECK(s.at("gamma") == "0.99");
+  CHECK(s.at("value_clip") == "0");
+  CHECK(s.at("critic_warmup") == "3");
+  CHECK(s.at("critic_lr") == "2.0e-6");
+  CHECK(s.at("critic_weight_decay") == "0.05");
+  // Left out: ROLL's λ 0.95 and no value clipping, not this trainer's defaults (λ 1, clip 0.5).
+  s = settings_of("adv_estimator: gae\nvalue_clip: 0.2\n");
+  CHECK(s.at("gae_lambda") == "0.95");
+  CHECK(s.at("value_clip") == "0.2");
+  s = settings_of("adv_estimator: gae\n");
+  CHECK(s.at("value_clip") == "0");
+  // Without gae, the critic's keys are reported, not applied.
+  const auto root = grpo::io::parse_config("adv_estimator: grpo\nlambd: 0.9\nvalue_clip: 0.5\n", "rlvr_config.yaml");
+  const auto conversion = grpo::train::convert_roll_config(root);
+  std::string unmapped;
+  for (const auto& line : conversion.unmapped) unmapped += line + "\n";
+  CHECK_THAT(unmapped, Catch::Contains("lambd: GAE's λ: read with adv_estimator gae") &&
+                           Catch::Contains("value_clip: a critic's setting: read with adv_estimator gae"));
+  for (const auto& setting : conversion.settings) CHECK(setting.key != "gae_lambda");
+}

@@ -4,9 +4,7 @@
 // reward of the greedy completion, the optimal token baseline gets Σπ² of the rollout policy, and an adaptive β_r
 // follows the controller's rule on the KL each step logs.
 #include <grpo/train/grpo_trainer.hpp>
-#include <grpo/loss/recipes.hpp>
-#include <support/model_testing.hpp>
-#include <support/token_prompt_source.hpp>
+#include <support/successor_task.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -19,59 +17,9 @@
 
 using namespace grpo;
 
-namespace {
-
-/// Prompt [t] (t in 1..5): the completion is right when its first token is t + 1; 7 ends a completion.
-struct SuccessorTask final : testing::TokenPromptSource {
-  std::int64_t drawn = 0;
-  std::vector<train::Problem> train_batch(std::int64_t, std::int64_t count) override {
-    std::vector<train::Problem> out;
-    for (std::int64_t i = 0; i < count; ++i) {
-      const std::int64_t t = 1 + (drawn++ * 3) % 5;
-      out.push_back({.prompt_ids = {t}, .prompt_text = std::to_string(t),
-                     .row = std::make_shared<const rewards::Row>(rewards::Row{{"answer", std::to_string(t + 1)}})});
-    }
-    return out;
-  }
-};
-
-/// 1 for the right first token, plus 0.1 per completion character so that groups have spread.
-train::StepScorer successor_scorer() {
-  auto reward = rewards::make_reward("accuracy", [](const rewards::Completion& c) {
-    const bool right = !c.text.empty() && c.text.substr(0, 1) == c.row->text("answer").value_or("");
-    return (right ? 1.0 : 0.0) + 0.1 * static_cast<double>(c.text.size());
-  });
-  return train::StepScorer(rewards::RewardSet({{reward, 1.0}}));
-}
-
-struct Run {
-  SuccessorTask task;
-  train::StepScorer scorer = successor_scorer();
-  train::ProcessGroup group{train::ProcessGroupOptions{}};
-  models::CausalLM model;
-  std::unique_ptr<train::GrpoTrainer> trainer;
-  explicit Run(const std::function<void(train::GrpoTrainerOptions&)>& configure)
-      : model((torch::manual_seed(3), models::CausalLM(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32})))) {
-    train::GrpoTrainerOptions o{.steps = 6, .prompts_per_step = 4, .group_size = 4, .seed = 9};
-    o.sampling.max_new_tokens = 4;
-    o.loss = recipes::grpo();
-    o.learning_rate = 0.2;  // large: the policy leaves the reference in one step, so KL_t ≠ 0 from step 2 on
-    configure(o);
-    trainer = std::make_unique<train::GrpoTrainer>(model, task, scorer, group, o);
-  }
-};
-
-/// [rows][T] of a 2-D tensor, in double.
-std::vector<std::vector<double>> rows_of(const torch::Tensor& t) {
-  const auto c = t.to(torch::kFloat64).contiguous();
-  std::vector<std::vector<double>> out(static_cast<std::size_t>(c.size(0)));
-  for (std::int64_t b = 0; b < c.size(0); ++b) {
-    for (std::int64_t j = 0; j < c.size(1); ++j) out[b].push_back(c[b][j].item<double>());
-  }
-  return out;
-}
-
-}  // namespace
+using testing::rows_of;
+using testing::successor_scorer;
+using Run = testing::SuccessorRun;
 
 TEST_CASE("GrpoTrainer: REINFORCE++ on KL-shaped token rewards equals the computation by hand", "[train][trainer]") {
   const double beta = 0.05, gamma = 0.9;

@@ -162,6 +162,9 @@ struct AdvantageOutput {
   double reward_clip_frac = 0.0;
   /// Fraction of valid advantages changed by advantage_clip; 0 when off.
   double advantage_clip_frac = 0.0;
+  /// [B, T] float64: a critic's value targets (GAE's returns, gae.hpp), 0 at masked positions; undefined for every
+  /// estimator without a critic.
+  torch::Tensor returns;
 };
 
 namespace detail {

@@ -10,6 +10,7 @@
 //   remax_advantages               ReMax: A_t = Σ_{t'≥t} r_t' − b_i, b_i the reward of prompt i's greedy completion
 //   optimal_token_baseline_advantages   OTB: per group and step, B_t = Σ_i G_it·W_it / (Σ_i W_it + ε) with
 //                                  W_t = Σ_{j≤t} (1 − 2π_j + Σ_v π_v²)·m_j (× ρ_j² with IS weights); A = (G − B)·m
+//   (gae)                          GAE on a critic's values: advantage/gae.hpp
 //
 // All take [B, T] tensors (B sequences, T completion tokens) and a [B, T] mask (nonzero = valid), compute in float64
 // without gradient, and return [B, T] float64 advantages that are 0 at masked positions; GrpoLoss takes them as
@@ -38,34 +39,38 @@ enum class TokenAdvantageEstimator {
   reinforce_pp,            ///< reinforce_pp_advantages (verl adv_estimator=reinforce_plus_plus)
   remax,                   ///< remax_advantages, the baseline from a greedy completion per prompt (verl remax)
   optimal_token_baseline,  ///< optimal_token_baseline_advantages (verl optimal_token_baseline; alias "otb")
+  gae,                     ///< gae_advantages (gae.hpp) on a critic's values: PPO (verl and ROLL adv_estimator=gae)
 };
 
 /// Options of the token-level estimator a trainer runs.
 struct TokenAdvantageOptions {
   TokenAdvantageEstimator estimator = TokenAdvantageEstimator::none;
-  double gamma = 1.0;  ///< reinforce_pp's discount (verl algorithm.gamma, default 1)
+  double gamma = 1.0;   ///< reinforce_pp's and gae's discount (verl algorithm.gamma, default 1)
+  double lambda = 1.0;  ///< gae's λ (verl algorithm.lam, ROLL lambd; default 1)
   /// optimal_token_baseline: verl's handle_zero_tail (see OptimalTokenBaselineOptions).
   bool handle_zero_tail = false;
 
-  /// ConfigError naming the field: gamma outside [0, 1].
+  /// ConfigError naming the field: gamma or lambda outside [0, 1].
   void validate() const {
     GRPO_CHECK_CONFIG(gamma >= 0.0 && gamma <= 1.0, "advantage gamma must be in [0, 1], got {}", gamma);
+    GRPO_CHECK_CONFIG(lambda >= 0.0 && lambda <= 1.0, "gae lambda must be in [0, 1], got {}", lambda);
   }
 };
 
 namespace detail {
 /// `none` has no name: it is what a group-relative estimator's name selects.
-inline constexpr EnumNames<TokenAdvantageEstimator, 5> kTokenAdvantageEstimatorNames{{
+inline constexpr EnumNames<TokenAdvantageEstimator, 6> kTokenAdvantageEstimatorNames{{
     {TokenAdvantageEstimator::reinforce_pp, "reinforce_pp"},
     {TokenAdvantageEstimator::reinforce_pp, "reinforce_plus_plus"},
     {TokenAdvantageEstimator::remax, "remax"},
     {TokenAdvantageEstimator::optimal_token_baseline, "optimal_token_baseline"},
     {TokenAdvantageEstimator::optimal_token_baseline, "otb"},
+    {TokenAdvantageEstimator::gae, "gae"},
 }};
 static_assert(names_are_unique(kTokenAdvantageEstimatorNames));
 }  // namespace detail
 
-/// "reinforce_pp", "remax", "optimal_token_baseline" as written in configs ("none" for none).
+/// "reinforce_pp", "remax", "optimal_token_baseline", "gae" as written in configs ("none" for none).
 inline std::string_view to_string(TokenAdvantageEstimator value) {
   if (value == TokenAdvantageEstimator::none) return "none";
   return detail::enum_name(value, detail::kTokenAdvantageEstimatorNames);

@@ -17,6 +17,9 @@
 //                                      base model
 //     master_weights.safetensors       mixed precision: the fp32 master copies of the half-precision trainable
 //                                      parameters (MasterWeights), by parameter name
+//     <part>/                          optional: a further trained model with its own optimizer (a PPO critic in
+//                                      critic/: CheckpointPart), its weights, optimizer.pt and master weights as
+//                                      above
 //
 // A checkpoint is first written to "checkpoint-<step>.tmp" and renamed when complete, so a crash leaves either the
 // previous set of checkpoints or a ".tmp" directory that latest() ignores and the next save() removes. One writer
@@ -35,6 +38,7 @@
 #include <memory>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +83,16 @@ struct CheckpointedModel {
 /// missing or has another shape or dtype than the module's (a checkpoint of another architecture).
 CheckpointedModel module_checkpoint(std::shared_ptr<torch::nn::Module> module);
 
+/// A further model a checkpoint carries with its own optimizer (a PPO critic): saved in the subdirectory `name` as
+/// the main model is (its weights, optimizer.pt, the masters of a mixed-precision `master_weights`), loaded back in
+/// place. The optimizer (and the masters, when given) must outlive the call.
+struct CheckpointPart {
+  std::string name;  ///< the subdirectory: one path component, not one of the checkpoint's own names
+  CheckpointedModel model;
+  torch::optim::Optimizer* optimizer = nullptr;
+  MasterWeights* master_weights = nullptr;
+};
+
 /// A complete checkpoint on disk.
 struct CheckpointInfo {
   std::int64_t step = 0;
@@ -92,12 +106,12 @@ class CheckpointManager {
 
   /// Writes checkpoint-<state.step> (model, optimizer, the default CPU generator's state, `state` and, when
   /// given, `reference` in reference/; a LoRA model's adapters in adapter/; the masters of mixed-precision
-  /// `master_weights`), replacing one of the same step, then deletes stray ".tmp" directories and all
+  /// `master_weights`; each of `parts` in its subdirectory), replacing one of the same step, then deletes stray ".tmp" directories and all
   /// but the newest keep_last checkpoints. Returns the checkpoint's path. Throws grpo::Error naming the path when it
   /// cannot be written (the previous checkpoints stay as they were) or for a negative step.
   std::filesystem::path save(const CheckpointedModel& model, const torch::optim::Optimizer& optimizer,
                              const TrainerState& state, const std::optional<CheckpointedModel>& reference = std::nullopt,
-                             const MasterWeights* master_weights = nullptr);
+                             const MasterWeights* master_weights = nullptr, std::span<const CheckpointPart> parts = {});
 
   /// Complete checkpoints (directories "checkpoint-<digits>" holding trainer_state.json), oldest first.
   std::vector<CheckpointInfo> list() const;
@@ -108,12 +122,13 @@ class CheckpointManager {
   /// place, so an optimizer built on them stays valid) and optimizer, restores the default CPU generator's state,
   /// and returns the trainer state. With `reference`, also loads reference/ into it (grpo::Error when the checkpoint
   /// was saved without one). A LoRA model's adapters are loaded from adapter/; with mixed-precision
-  /// `master_weights`, the fp32 masters from master_weights.safetensors (grpo::Error when either is missing).
+  /// `master_weights`, the fp32 masters from master_weights.safetensors (grpo::Error when either is missing); each
+  /// of `parts` from its subdirectory (grpo::Error naming it when the checkpoint was saved without it).
   /// Throws grpo::Error / ParseError naming the file that is missing or malformed.
   static TrainerState load(const std::filesystem::path& checkpoint, const CheckpointedModel& model,
                            torch::optim::Optimizer& optimizer,
                            const std::optional<CheckpointedModel>& reference = std::nullopt,
-                           MasterWeights* master_weights = nullptr);
+                           MasterWeights* master_weights = nullptr, std::span<const CheckpointPart> parts = {});
 
   const CheckpointOptions& options() const { return options_; }
 
@@ -139,7 +154,8 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
                                                      const torch::optim::Optimizer& optimizer,
                                                      const TrainerState& state,
                                                      const std::optional<CheckpointedModel>& reference = std::nullopt,
-                                                     const MasterWeights* master_weights = nullptr);
+                                                     const MasterWeights* master_weights = nullptr,
+                                                     std::span<const CheckpointPart> parts = {});
 
 /// Every rank loads the same checkpoint (CheckpointManager::load: the path must be readable by all ranks, e.g. a
 /// shared file system), then meets the others at a barrier. The saved generator state is rank 0's; with world size
@@ -148,6 +164,6 @@ std::optional<std::filesystem::path> save_checkpoint(ProcessGroup& group, Checkp
 TrainerState load_checkpoint(ProcessGroup& group, const std::filesystem::path& checkpoint,
                              const CheckpointedModel& model, torch::optim::Optimizer& optimizer,
                              const std::optional<CheckpointedModel>& reference = std::nullopt,
-                             MasterWeights* master_weights = nullptr);
+                             MasterWeights* master_weights = nullptr, std::span<const CheckpointPart> parts = {});
 
 }  // namespace grpo::train

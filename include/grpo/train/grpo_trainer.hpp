@@ -10,19 +10,20 @@
 //                           → ReMax's greedy completion per prompt (a generation request at temperature 0, scored by
 //                           the same scorer) → the log-prob pass: the rollout policy's and the reference's log-probs
 //                           of the kept completions, when anything needs them (μ > 1, rollout rejection, KL in the
-//                           reward, the optimal token baseline, β > 0)
-//   advantages(batch)       group-relative advantages of the kept groups, or a token-level estimator's; with KL in
-//                           the reward, on the KL-shaped rewards
-//   policy_update(...)      μ passes × micro-batches with the whole (all ranks') batch's normaliser, gradient
-//                           all-reduce, clipping, AdamW, TR-DPO reference sync
+//                           reward, the optimal token baseline, β > 0), and the critic's values (PPO)
+//   advantages(batch)       group-relative advantages of the kept groups, or a token-level estimator's (GAE on the
+//                           critic's values, with its returns); with KL in the reward, on the KL-shaped rewards
+//   policy_update(...)      the critic's update towards the returns (PPO); μ passes × micro-batches with the whole
+//                           (all ranks') batch's normaliser, gradient all-reduce, clipping, AdamW, TR-DPO reference
+//                           sync (not during the critic's warm-up)
 //   finish_step(...)        step metrics reduced over ranks (TRL/verl names), adaptive KL (of the loss term and of
 //                           the reward), metric-triggered stage switches, on_step_end callbacks
 //
-// step(step) runs the five in order. The generator (default: the KV-cache Sampler on the model) and the optimizer
-// (default: AdamW) are parts the caller may pass in (GrpoTrainerParts). evaluate(step) samples the held-out problems and grades them by the scorer's
-// correctness rule (the one training and the pass-rate filter use); save/restore write and read a checkpoint with
-// everything a bit-exact resume needs (model, optimizer, RNG, reference when synced, KL coefficient, context stage,
-// the prompt source's state). Every rank calls every phase (they hold collectives) except evaluate, which needs none.
+// step(step) runs the five in order. The generator (default: the KV-cache Sampler on the model), the optimizer
+// (default: AdamW) and PPO's value model are parts the caller may pass in (GrpoTrainerParts). evaluate(step) samples
+// the held-out problems and grades them by the scorer's correctness rule (the one training and the pass-rate filter
+// use); save/restore write and read a checkpoint with everything a bit-exact resume needs (model, optimizer, RNG,
+// reference when synced, critic, KL coefficient, context stage, the prompt source's state). Every rank calls every phase (they hold collectives) except evaluate, which needs none.
 //
 //   grpo::train::GrpoTrainer trainer(model, source, scorer, group, options);
 //   trainer.add_callback(std::make_shared<grpo::train::MetricsLog>(dir / "metrics.jsonl", dir / "tensorboard"));
@@ -41,6 +42,7 @@
 #include <grpo/policy/sampler.hpp>
 #include <grpo/train/checkpoint.hpp>
 #include <grpo/train/context_schedule.hpp>
+#include <grpo/train/critic.hpp>
 #include <grpo/train/distributed.hpp>
 #include <grpo/train/dynamic_sampling.hpp>
 #include <grpo/train/evaluation.hpp>
@@ -104,8 +106,16 @@ struct GrpoTrainerOptions {
   /// total on its last token (minus β_r·KL per token with kl_in_reward). Completions without a total get 0.
   /// reinforce_pp whitens over this rank's completions; remax generates and scores one greedy completion per prompt
   /// (scored alone, by the same scorer); optimal_token_baseline computes Σπ² in the log-prob pass. `advantage`
-  /// still gives the logged group statistics (frac_reward_zero_std).
+  /// still gives the logged group statistics (frac_reward_zero_std). gae (PPO) needs a critic (GrpoTrainerParts::
+  /// critic): GAE on its values, whitened over every rank's tokens (verl always whitens GAE's advantages), and its
+  /// returns the critic's targets.
   TokenAdvantageOptions token_advantage;
+  /// The PPO critic's optimiser, clip range and loss (critic.hpp), with advantage gae.
+  CriticOptions critic;
+  /// The first critic_warmup steps train only the critic (ROLL critic_warmup; verl's trainer.critic_warmup counts
+  /// from step 1, so its N is N − 1 critic-only steps): the policy, its optimizer and the KL and entropy controllers
+  /// stay as they are.
+  std::int64_t critic_warmup = 0;
   /// ROLL whiten_advantages (roll/utils/functionals.py compute_advantage): the advantages whitened over the batch's
   /// completion tokens (masked_whiten.hpp) after the estimator; a sequence's advantage counts once per token. This
   /// rank's completions, as REINFORCE++'s whitening.
@@ -208,9 +218,13 @@ struct StepBatch {
   torch::Tensor reward_kl;
   /// ReMax: [rows] float64, the total reward of the greedy completion of each row's prompt (NaN: nothing judged it).
   torch::Tensor greedy_baselines;
+  /// PPO: [rows, T] float32 on the CPU, the critic's values before this step's update (Critic::values; 0 at masked
+  /// positions), GAE's baseline and the value loss's clipping centre; undefined without a critic.
+  torch::Tensor old_values;
   /// Wall-clock seconds of this rank's phases: sampling (every round, and ReMax's greedy completions), the scoring
-  /// that did not overlap it, and the old-policy and reference log-prob passes.
-  double generation_seconds = 0.0, scoring_seconds = 0.0, old_log_prob_seconds = 0.0, ref_log_prob_seconds = 0.0;
+  /// that did not overlap it, the old-policy and reference log-prob passes and the critic's values.
+  double generation_seconds = 0.0, scoring_seconds = 0.0, old_log_prob_seconds = 0.0, ref_log_prob_seconds = 0.0,
+         values_seconds = 0.0;
 
   std::int64_t rows() const { return static_cast<std::int64_t>(completions.size()); }
   /// The kept groups the difficulty mask keeps out of the loss (0 without a mask).
@@ -231,10 +245,15 @@ struct UpdateResult {
   /// Wall-clock seconds of this rank's update, over every pass: the loss forwards (log-probs and loss), the backward
   /// passes, and the gradient all-reduce with clipping and the optimizer step.
   double forward_seconds = 0.0, backward_seconds = 0.0, optimizer_seconds = 0.0;
+  /// false during the critic's warm-up (the policy did not train: no loss metrics).
+  bool actor_updated = false;
+  /// PPO: the critic's update (its metrics, critic/*) and its wall-clock seconds.
+  std::optional<CriticUpdate> critic;
+  double critic_seconds = 0.0;
 };
 
-/// Sets `name` as the run's advantage estimator: a token-level one (reinforce_pp, remax, optimal_token_baseline and
-/// their verl spellings) in options.token_advantage, otherwise a group-relative or registered one in options.advantage
+/// Sets `name` as the run's advantage estimator: a token-level one (reinforce_pp, remax, optimal_token_baseline, gae
+/// and their verl spellings) in options.token_advantage, otherwise a group-relative or registered one in options.advantage
 /// (select_advantage_estimator; its ConfigError lists the names). One name, one estimator: the other is reset.
 void select_advantage(GrpoTrainerOptions& options, std::string_view name);
 
@@ -278,6 +297,9 @@ struct GrpoTrainerParts {
   /// null: AdamW(learning_rate, weight_decay), or CompensatedAdamW with optimizer_precision compensated (which a
   /// custom optimizer cannot be combined with: ConfigError).
   OptimizerFactory optimizer;
+  /// PPO's value model (models::value_model_from_policy, or value_model_from_pretrained), which the trainer trains
+  /// as its Critic (options.critic); required by advantage gae and refused by every other estimator (ConfigError).
+  models::ValueModel critic{nullptr};
 };
 
 class GrpoTrainer;
@@ -336,9 +358,9 @@ class GrpoTrainer {
 
   /// Writes checkpoint `step` (rank 0 writes, every rank takes part) and calls on_save.
   std::optional<std::filesystem::path> save(CheckpointManager& checkpoints, std::int64_t step);
-  /// Loads the newest checkpoint of `checkpoints`, if any: model, optimizer, RNG, synced reference, KL coefficient
-  /// (adaptive control only: a fixed β is the options'), context stage and the prompt source's state. Returns the
-  /// step it was saved at (0 when there is none).
+  /// Loads the newest checkpoint of `checkpoints`, if any: model, optimizer, RNG, synced reference, the critic (its
+  /// weights, optimizer and masters in critic/), KL coefficient (adaptive control only: a fixed β is the options'),
+  /// context stage and the prompt source's state. Returns the step it was saved at (0 when there is none).
   std::int64_t restore(CheckpointManager& checkpoints);
 
   const GrpoTrainerOptions& options() const { return options_; }
@@ -354,6 +376,8 @@ class GrpoTrainer {
   const GroupSelection& group_selection() const { return selection_; }
   const PromptSource& prompts() const { return prompts_; }
   ProcessGroup& process_group() const { return group_; }
+  /// The PPO critic; null without one.
+  Critic* critic() { return critic_.get(); }
 
  private:
   /// The model behind TrainedModel, built with the policy options of the validated trainer options (a struct, so
@@ -382,6 +406,9 @@ class GrpoTrainer {
   /// optimal token baseline): then finish_step reports the sampler's mismatch with them.
   bool old_log_prob_pass() const;
   void add_greedy_baselines(StepBatch& batch);
+  /// [rows, T] bool: the completion tokens the token-level estimators and the critic train on: completion_mask of
+  /// the rows with a reward total (and, for ReMax, a greedy baseline).
+  torch::Tensor estimator_mask(const StepBatch& batch) const;
 
   PromptSource& prompts_;
   StepScorer& scorer_;
@@ -395,6 +422,7 @@ class GrpoTrainer {
   GroupAdvantage advantage_;
   MasterWeights master_;  // fp32 masters of a half-precision model's trainable parameters (the optimizer's)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // AdamW, or CompensatedAdamW (make_adamw)
+  std::unique_ptr<Critic> critic_;  // PPO's critic (advantage gae); null otherwise
   ContextSchedule context_;
   KlController kl_;
   KlController reward_kl_;

@@ -51,6 +51,9 @@ struct RunSettings {
   std::int64_t max_new_tokens = 0;
   // Names the trainer's options are selected by (the recipe fills trainer.loss; the rest override it).
   std::string loss = "dapo", advantage = "grpo";
+  /// advantage gae: the critic's starting checkpoint (models::value_model_from_pretrained); empty = the policy's
+  /// weights with a new head (value_model_from_policy).
+  std::filesystem::path critic_model;
   std::string rollout_is = "none";  ///< verl rollout correction: none, token or sequence (verl's threshold and bound)
   std::string rollout_rs, rollout_rs_threshold;
   bool adaptive_entropy = false;

@@ -85,14 +85,17 @@ void load_trained(const fs::path& directory, const CheckpointedModel& model, tor
 }
 
 void check_parts(std::span<const CheckpointPart> parts) {
+  // The names of a checkpoint's own files and directories (the model's: save_pretrained's and module_checkpoint's).
+  static const std::vector<std::string_view> taken = {kReferenceDir, kAdapterDir,   kStateFile,    kMasterWeightsFile,
+                                                      "optimizer.pt", "rng_state.pt", "config.json", "model.safetensors"};
   std::vector<std::string_view> seen;
   for (const CheckpointPart& part : parts) {
     const fs::path name(part.name);
     GRPO_CHECK(!part.name.empty() && name.filename() == name && name != "." && name != ".." &&
-                   part.name != kReferenceDir && part.name != kAdapterDir,
+                   std::find(taken.begin(), taken.end(), part.name) == taken.end(),
                "CheckpointPart: '{}' is not a name a checkpoint can hold as its own subdirectory (one path "
-               "component, not '{}' or '{}')",
-               part.name, kReferenceDir, kAdapterDir);
+               "component, none of the checkpoint's own names: {})",
+               part.name, fmt::join(taken, ", "));
     GRPO_CHECK(std::find(seen.begin(), seen.end(), part.name) == seen.end(), "CheckpointPart: '{}' twice", part.name);
     GRPO_CHECK(part.optimizer != nullptr, "CheckpointPart '{}': no optimizer", part.name);
     seen.push_back(part.name);

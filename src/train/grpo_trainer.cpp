@@ -745,9 +745,11 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
                  {"timing_s/update_actor/forward", update.forward_seconds, MetricReduction::max, 1.0},
                  {"timing_s/update_actor/backward", update.backward_seconds, MetricReduction::max, 1.0},
                  {"timing_s/update_actor/optimizer", update.optimizer_seconds, MetricReduction::max, 1.0},
-                 {"timing_s/values", batch.values_seconds, MetricReduction::max, 1.0},
-                 {"timing_s/update_critic", update.critic_seconds, MetricReduction::max, 1.0},
                  {"perf/peak_rss_gb", peak_rss_gib(), MetricReduction::max, 1.0}});
+  if (critic_) {
+    values.push_back({"timing_s/values", batch.values_seconds, MetricReduction::max, 1.0});
+    values.push_back({"timing_s/update_critic", update.critic_seconds, MetricReduction::max, 1.0});
+  }
   for (const auto& [name, value] : batch.sampling_metrics) values.push_back({name, value, MetricReduction::max, 1.0});
   for (const auto& [name, value] : prompts_.metrics(batch.step)) values.push_back({name, value, MetricReduction::max, 1.0});
 

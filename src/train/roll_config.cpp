@@ -32,6 +32,9 @@ const std::map<std::string, std::string, std::less<>>& roll_reasons() {
       {"value_clip", "a critic's setting: read with adv_estimator gae"},
       {"lambd", "GAE's λ: read with adv_estimator gae"},
       {"critic_warmup", "a critic's setting: read with adv_estimator gae"},
+      {"critic", "of the critic only the optimiser (critic.training_args learning_rate, weight_decay, max_grad_norm) "
+                 "is read, with adv_estimator gae; the critic starts from the policy with a new head (another "
+                 "checkpoint with a value head: --critic-model)"},
       {"response_filter_config", "ROLL's response filter keeps every response (a stub there)"},
       {"max_new_tokens", "evaluation uses the run's completion limit (response_length)"},
       {"init_kl_coef", "without add_token_level_kl it only turns on ROLL's reference model"},
@@ -192,8 +195,8 @@ RollConversion convert_roll_config(const io::ConfigNode& root) {
   }
   if (flag("dual_clip_loss")) set("dual_clip", {fmt::format("{}", 1.0 + 2.0 * clip)}, *at("dual_clip_loss"));
   copy("advantage_clip", "advantage_clip");
-  if (const auto* node = at("adv_estimator"); node == nullptr || text_of(*node) != "reinforce") {
-    copy("whiten_advantages", "whiten_advantages");  // reinforce: part of reinforce_pp below
+  if (const auto* node = at("adv_estimator"); node == nullptr || (text_of(*node) != "reinforce" && text_of(*node) != "gae")) {
+    copy("whiten_advantages", "whiten_advantages");  // reinforce and gae: below
   }
   if (flag("difficulty_mask")) {  // ROLL's defaults 0.0 and 1.0 (base_config.py)
     const auto* low = at("difficulty_low_threshold");
@@ -224,6 +227,12 @@ RollConversion convert_roll_config(const io::ConfigNode& root) {
       const auto* value_clip = at("value_clip");
       set("value_clip", {value_clip ? text_of(*value_clip) : "0"}, value_clip ? *value_clip : *node);
       copy("critic_warmup", "critic_warmup");
+      // GAE's advantages are whitened here as verl always whitens them; ROLL whitens them with whiten_advantages.
+      if (const auto* whiten = at("whiten_advantages"); whiten != nullptr && !whiten->boolean()) {
+        out.unmapped.push_back(fmt::format("{}: {}: false: GAE's advantages are whitened here (verl's rule), where "
+                                           "ROLL would leave them raw",
+                                           whiten->source(), whiten->path()));
+      }
       copy("critic.training_args.learning_rate", "critic_lr");
       copy("critic.training_args.weight_decay", "critic_weight_decay");
       copy("critic.training_args.max_grad_norm", "critic_max_grad_norm");

@@ -256,12 +256,20 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   const bool gae = s.trainer.token_advantage.estimator == TokenAdvantageEstimator::gae;
   GRPO_CHECK_CONFIG(gae || s.critic_model.empty(), "--critic-model {}: a critic trains only with --advantage gae",
                     s.critic_model.string());
-  if (gae) {  // PPO's critic: from its own checkpoint, or the policy's weights with a new head (as verl's starts)
-    parts.critic = s.critic_model.empty()
-                       ? models::value_model_from_policy(run->model)
-                       : models::value_model_from_pretrained(s.critic_model, run_dtype(s), run->device);
+  if (gae && s.critic_model.empty()) {  // PPO's critic: the policy's weights with a new head, as verl's starts
+    parts.critic = models::value_model_from_policy(run->model);
+  } else if (gae) {
+    try {
+      parts.critic = models::value_model_from_pretrained(s.critic_model, run_dtype(s), run->device);
+    } catch (const Error& e) {
+      throw ConfigError(fmt::format("--critic-model {}: {} (leave --critic-model out to start the critic from the "
+                                    "policy with a new head)",
+                                    s.critic_model.string(), e.what()));
+    }
     parts.critic->backbone()->set_gradient_checkpointing(run->model->gradient_checkpointing());
   }
+  // The critic's weights are optimised as the policy's are (--optimizer-precision: fp32 masters or compensated bf16).
+  s.trainer.critic.optimizer_precision = s.trainer.optimizer_precision;
   run->trainer = std::make_unique<GrpoTrainer>(run->model, *run->source, *run->scorer, run->group, s.trainer, parts);
 
   // Resume, then the sinks (appending, so a resumed run continues its files). Rank 0 logs, evaluates and writes.

@@ -332,7 +332,7 @@ TEST_CASE("checkpoint parts: a second model with its own optimizer round trips i
                                                          .optimizer = &fresh_second_optimizer}};
   CHECK_THROWS_WITH(CheckpointManager::load(saved, fresh, fresh_optimizer, std::nullopt, nullptr, other),
                     Catch::Contains("has no value_head/"));
-  for (const std::string bad : {"reference", "a/b", ""}) {
+  for (const std::string bad : {"reference", "optimizer.pt", "a/b", ""}) {
     INFO(bad);
     const std::vector<grpo::train::CheckpointPart> clash{{.name = bad, .model = fresh_second,
                                                           .optimizer = &fresh_second_optimizer}};

@@ -75,6 +75,13 @@ TEST_CASE("GrpoTrainer gae: the critic's values, and GAE's advantages and return
   const auto valid = batch.rollout.completion_mask != 0;
   CHECK(torch::allclose(batch.old_values.masked_select(valid), expected_values.masked_select(valid), 1e-6, 1e-7));
   CHECK(batch.old_values.masked_select(~valid).abs().sum().item<double>() == 0.0);
+  // ... so the first completion token's is the value of the prompt alone, read at its last token.
+  for (std::size_t b = 0; b < batch.problems.size() * 4; ++b) {
+    torch::NoGradGuard no_grad;
+    const auto prompt = torch::tensor(batch.problems[b / 4].prompt_ids, torch::kLong).unsqueeze(0);
+    const double alone = trainer.critic()->model()->forward(prompt)[0][-1].item<double>();
+    CHECK(batch.old_values[static_cast<std::int64_t>(b)][0].item<double>() == Approx(alone).epsilon(1e-5).margin(1e-6));
+  }
 
   const auto adv = trainer.advantages(batch);
   REQUIRE(adv.advantages.sizes() == batch.rollout.completion_mask.sizes());

@@ -68,6 +68,15 @@ TEST_CASE("ROLL config conversion: adv_estimator gae is PPO with a critic, at RO
   CHECK(s.at("value_clip") == "0.2");
   s = settings_of("adv_estimator: gae\n");
   CHECK(s.at("value_clip") == "0");
+  // GAE whitens its advantages itself (verl's rule): ROLL's whiten_advantages is not applied a second time, and
+  // false (ROLL's raw GAE advantages) is reported.
+  s = settings_of("adv_estimator: gae\nwhiten_advantages: true\n");
+  CHECK(s.count("whiten_advantages") == 0);
+  const auto raw = grpo::train::convert_roll_config(
+      grpo::io::parse_config("adv_estimator: gae\nwhiten_advantages: false\n", "rlvr_config.yaml"));
+  REQUIRE(raw.unmapped.size() == 1);
+  CHECK_THAT(raw.unmapped[0], Catch::Contains("rlvr_config.yaml:2: whiten_advantages: false: GAE's advantages are "
+                                              "whitened here"));
   // Without gae, the critic's keys are reported, not applied.
   const auto root = grpo::io::parse_config("adv_estimator: grpo\nlambd: 0.9\nvalue_clip: 0.5\n", "rlvr_config.yaml");
   const auto conversion = grpo::train::convert_roll_config(root);

@@ -104,7 +104,7 @@ struct GrpoTrainerOptions {
   GroupAdvantageOptions advantage;
   /// A token-level estimator instead of `advantage` (token_advantages.hpp): on the token rewards, each completion's
   /// total on its last token (minus β_r·KL per token with kl_in_reward). Completions without a total get 0.
-  /// reinforce_pp whitens over this rank's completions; remax generates and scores one greedy completion per prompt
+  /// reinforce_pp whitens over every rank's completion tokens; remax generates and scores one greedy completion per prompt
   /// (scored alone, by the same scorer); optimal_token_baseline computes Σπ² in the log-prob pass. `advantage`
   /// still gives the logged group statistics (frac_reward_zero_std). gae (PPO) needs a critic (GrpoTrainerParts::
   /// critic): GAE on its values, whitened over every rank's tokens (verl always whitens GAE's advantages), and its
@@ -113,12 +113,14 @@ struct GrpoTrainerOptions {
   /// The PPO critic's optimiser, clip range and loss (critic.hpp), with advantage gae.
   CriticOptions critic;
   /// The first critic_warmup steps train only the critic (ROLL critic_warmup; verl's trainer.critic_warmup counts
-  /// from step 1, so its N is N − 1 critic-only steps): the policy, its optimizer and the KL and entropy controllers
-  /// stay as they are.
+  /// from step 1, so its N is N − 1 critic-only steps): the policy, its optimizer, the KL loss term's and the entropy
+  /// controllers stay as they are. KL in the reward is measured and its adaptive β_r moves, as verl's apply_kl_penalty
+  /// does every step; the learning-rate schedule counts these steps too (verl and ROLL step the actor's scheduler
+  /// only when the actor trains: give warmup_steps and steps counting them).
   std::int64_t critic_warmup = 0;
   /// ROLL whiten_advantages (roll/utils/functionals.py compute_advantage): the advantages whitened over the batch's
-  /// completion tokens (masked_whiten.hpp) after the estimator; a sequence's advantage counts once per token. This
-  /// rank's completions, as REINFORCE++'s whitening.
+  /// completion tokens (masked_whiten.hpp) after the estimator; a sequence's advantage counts once per token. Every
+  /// rank's completions, as REINFORCE++'s and GAE's whitening.
   bool whiten_advantages = false;
   KlInRewardOptions kl_in_reward;
   /// How loss.beta moves over the run: fixed, or adaptive towards a target KL.

@@ -24,8 +24,13 @@
 //   grpo train [options]                      a GRPO run: the built-in tiny task, or --model DIR --data FILE (or a
 //                                             --config with domains); every option of train/run_settings.hpp
 //                                             (grpo train --help lists them), as examples/r1_zero takes them
+//   grpo train-rm --model DIR --pairs F --out D   a reward model trained on preference pairs (or --task tiny: pairs
+//                                             made by the tiny task's verifier), written for the "reward_model"
+//                                             reward (tools/train_rm.hpp)
 // Malformed input lines are reported on stderr with their line number; every line still gets an output line (an
 // {"error": ...} object for bad ones), so outputs stay aligned with inputs. Exit status 1 if any line was bad.
+#include "train_rm.hpp"
+
 #include <grpo/grpo.hpp>
 
 #include <CLI/CLI.hpp>
@@ -310,7 +315,8 @@ int main(int argc, char** argv) {
     grpo::use_passive_omp_wait_policy(argv);
     return grpo::train::run_training_command(std::vector<std::string>(argv + 2, argv + argc), "grpo train");
   }
-  CLI::App app{"grpo: verify math answers, score completions, tokenize, generate, compute log-probs and convert GGUF files"};
+  CLI::App app{"grpo: verify math answers, score completions, tokenize, generate, compute log-probs, convert GGUF files "
+               "and train reward models"};
   app.require_subcommand(1);
 
   std::string gold, pred;
@@ -372,6 +378,9 @@ int main(int argc, char** argv) {
                                                 "float16")
       ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
 
+  TrainRmArgs train_rm;
+  auto* train_rm_command = add_train_rm_command(app, train_rm);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*verify) {
@@ -384,6 +393,7 @@ int main(int argc, char** argv) {
     if (*tokenize) return run_tokenize(tokenizer_path, chat);
     if (*generate) return run_generate(gen);
     if (*logprobs) return run_logprobs(model_dir);
+    if (*train_rm_command) return run_train_rm(train_rm, *train_rm_command);
     if (*convert) {
       const torch::ScalarType dtype = convert_dtype == "bfloat16"  ? torch::kBFloat16
                                       : convert_dtype == "float16" ? torch::kFloat16

@@ -13,12 +13,14 @@
 #include <grpo/logprob/token_log_probs.hpp>
 
 #include <grpo/advantage/advantage_registry.hpp>
+#include <grpo/advantage/gae.hpp>
 #include <grpo/advantage/group_advantage.hpp>
 #include <grpo/advantage/token_advantages.hpp>
 
 #include <grpo/kl/kl_penalty.hpp>
 
 #include <grpo/loss/aggregation.hpp>
+#include <grpo/loss/bradley_terry.hpp>
 #include <grpo/loss/grpo_loss.hpp>
 #include <grpo/loss/importance_correction.hpp>
 #include <grpo/loss/policy_loss.hpp>
@@ -26,6 +28,7 @@
 #include <grpo/loss/recipes.hpp>
 #include <grpo/loss/rollout_correction.hpp>
 #include <grpo/loss/token_masks.hpp>
+#include <grpo/loss/value_loss.hpp>
 
 #include <grpo/policy/causal_lm_concepts.hpp>
 #include <grpo/policy/decode.hpp>
@@ -38,6 +41,7 @@
 #include <grpo/models/gguf_model.hpp>
 #include <grpo/models/lora.hpp>
 #include <grpo/models/model_config.hpp>
+#include <grpo/models/value_model.hpp>
 
 #include <grpo/rewards/accuracy_reward.hpp>
 #include <grpo/rewards/code_tests_reward.hpp>
@@ -50,6 +54,7 @@
 #include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/repetition_reward.hpp>
 #include <grpo/rewards/reward_function.hpp>
+#include <grpo/rewards/reward_model_reward.hpp>
 #include <grpo/rewards/reward_prefetch.hpp>
 #include <grpo/rewards/reward_set.hpp>
 #include <grpo/rewards/tag_router.hpp>
@@ -75,6 +80,7 @@
 
 #include <grpo/train/checkpoint.hpp>
 #include <grpo/train/context_schedule.hpp>
+#include <grpo/train/critic.hpp>
 #include <grpo/train/difficulty_schedule.hpp>
 #include <grpo/train/domain_mixer.hpp>
 #include <grpo/train/dynamic_sampling.hpp>
@@ -96,6 +102,7 @@
 #include <grpo/train/progress.hpp>
 #include <grpo/train/prompt_source.hpp>
 #include <grpo/train/prompt_stream.hpp>
+#include <grpo/train/reward_model_training.hpp>
 #include <grpo/train/roll_config.hpp>
 #include <grpo/train/run.hpp>
 #include <grpo/train/run_config.hpp>

@@ -9,6 +9,7 @@
 #include <grpo/rewards/math_steps.hpp>
 #include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/repetition_reward.hpp>
+#include <grpo/rewards/reward_model_reward.hpp>
 #include <grpo/rewards/tag_router.hpp>
 
 #include "json_config.hpp"
@@ -349,6 +350,25 @@ RewardPtr make_judge(const RewardOptions& options, const RewardRegistry&) {
   return std::make_shared<JudgeReward>(std::move(judge), std::move(backend));
 }
 
+RewardPtr make_reward_model(const RewardOptions& options, const RewardRegistry&) {
+  const std::string directory = options.text("model_dir", "");
+  GRPO_CHECK_CONFIG(!directory.empty(), "option 'model_dir' is required: a reward model's checkpoint directory (a "
+                    "scalar head and its tokenizer: `grpo train-rm` writes one)");
+  RewardModelOptions rm;
+  rm.batch_size = static_cast<std::int64_t>(options.count("batch_size", static_cast<std::size_t>(rm.batch_size)));
+  rm.max_length = static_cast<std::int64_t>(options.count("max_length", static_cast<std::size_t>(rm.max_length)));
+  rm.completion_suffix = options.text("completion_suffix", rm.completion_suffix);
+  rm.step_separator = options.text("step_separator", rm.step_separator);
+  rm.step_aggregation = options.choice("step_aggregation", rm.step_aggregation);
+  rm.shift = options.number("shift", rm.shift);
+  rm.scale = options.number("scale", rm.scale);
+  rm.sigmoid = options.flag("sigmoid", rm.sigmoid);
+  RewardModelPlacement placement;
+  placement.dtype = options.choice("dtype", placement.dtype, {"float32", "bfloat16", "float16"});
+  placement.device = options.text("device", placement.device);
+  return reward_model_from_pretrained(directory, std::move(rm), placement);
+}
+
 }  // namespace
 
 RewardRegistry RewardRegistry::with_builtins() {
@@ -366,6 +386,7 @@ RewardRegistry RewardRegistry::with_builtins() {
   registry.add("route", make_route);
   registry.add("code_tests", make_code_tests);
   registry.add("judge", make_judge);
+  registry.add("reward_model", make_reward_model);
   return registry;
 }
 

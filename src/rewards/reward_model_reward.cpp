@@ -7,12 +7,14 @@
 #include <grpo/models/value_model.hpp>
 #include <grpo/text/tokenizer.hpp>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
 
 namespace grpo::rewards {
 
@@ -140,6 +142,34 @@ std::vector<std::optional<float>> RewardModelReward::score(std::span<const Compl
     }
   }
   return out;
+}
+
+std::shared_ptr<RewardModelReward> reward_model_from_pretrained(const std::filesystem::path& directory,
+                                                                RewardModelOptions options,
+                                                                const RewardModelPlacement& placement) {
+  options.validate();  // before the load's work
+  const torch::ScalarType dtype = placement.dtype == "float32"    ? torch::kFloat32
+                                  : placement.dtype == "bfloat16" ? torch::kBFloat16
+                                  : placement.dtype == "float16"  ? torch::kFloat16
+                                                                  : torch::kFloat64;
+  GRPO_CHECK_CONFIG(dtype != torch::kFloat64, "reward model: dtype must be one of float32, bfloat16, float16, got "
+                    "'{}'", placement.dtype);
+  std::optional<torch::Device> device;
+  try {
+    device.emplace(placement.device);
+  } catch (const c10::Error&) {
+    throw ConfigError(fmt::format("reward model: device '{}' is not a device (cpu, cuda, cuda:N)", placement.device));
+  }
+  GRPO_CHECK_CONFIG(!device->is_cuda() || (torch::cuda::is_available() &&
+                                           device->index() < static_cast<int>(torch::cuda::device_count())),
+                    "reward model: device '{}': this build or machine has no such CUDA device", placement.device);
+  try {
+    models::ValueModel model = models::value_model_from_pretrained(directory, dtype, *device);
+    const text::Tokenizer tokenizer = text::Tokenizer::from_pretrained(directory);
+    return std::make_shared<RewardModelReward>(model, tokenizer, std::move(options));
+  } catch (const Error& e) {  // a missing file, a checkpoint without a head, a tokenizer outside the supported set
+    throw ConfigError(fmt::format("reward model: model_dir {}: {}", directory.string(), e.what()));
+  }
 }
 
 }  // namespace grpo::rewards

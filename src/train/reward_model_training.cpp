@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace grpo::train {
 namespace {
@@ -86,7 +87,8 @@ void render_conversation(PreferencePair& pair, std::vector<text::ChatMessage> pr
 /// [2P] sequence scores: the chosen sides, then the rejected ones (right-padded, one forward).
 torch::Tensor score_pairs(models::ValueModel& model, const text::Tokenizer& tokenizer,
                           std::span<const PreferencePair* const> pairs, std::int64_t max_length) {
-  const rewards::RewardModelOptions encoding{.max_length = max_length};
+  rewards::RewardModelOptions encoding;
+  encoding.max_length = max_length;
   std::vector<std::vector<std::int64_t>> rows;
   for (const bool chosen : {true, false}) {
     for (const PreferencePair* pair : pairs) {
@@ -170,6 +172,42 @@ std::vector<PreferencePair> read_preference_pairs(const std::filesystem::path& f
   return parse_preference_pairs(io::read_file(file), file.string(), chat);
 }
 
+std::vector<PreferencePair> verifier_preference_pairs(std::span<const rewards::Completion> completions,
+                                                      const rewards::RewardFunction& verifier, double threshold,
+                                                      std::int64_t pairs_per_prompt, std::uint64_t seed) {
+  GRPO_CHECK_CONFIG(pairs_per_prompt >= 1, "verifier_preference_pairs: pairs_per_prompt must be >= 1, got {}",
+                    pairs_per_prompt);
+  const auto values = verifier.score(completions, rewards::ScoringContext{});
+  GRPO_CHECK(values.size() == completions.size(), "verifier_preference_pairs: the verifier '{}' gave {} values for {} "
+             "completions", verifier.name(), values.size(), completions.size());
+  struct Graded {
+    std::vector<std::size_t> correct, wrong;
+  };
+  std::vector<std::size_t> order;  // groups by their first completion
+  std::map<std::size_t, Graded> groups;
+  for (std::size_t i = 0; i < completions.size(); ++i) {
+    const std::size_t group = completions[i].group;
+    if (groups.find(group) == groups.end()) order.push_back(group);
+    Graded& graded = groups[group];
+    if (values[i]) (*values[i] >= threshold ? graded.correct : graded.wrong).push_back(i);
+  }
+  std::vector<PreferencePair> out;
+  std::uint64_t draw = seed;
+  for (const std::size_t group : order) {
+    const Graded& graded = groups.at(group);
+    const std::size_t combinations = graded.correct.size() * graded.wrong.size();
+    if (combinations == 0) continue;
+    const auto picks = seeded_permutation(combinations, draw++);
+    for (std::size_t k = 0; k < std::min(combinations, static_cast<std::size_t>(pairs_per_prompt)); ++k) {
+      const rewards::Completion& chosen = completions[graded.correct[picks[k] / graded.wrong.size()]];
+      const rewards::Completion& rejected = completions[graded.wrong[picks[k] % graded.wrong.size()]];
+      out.push_back({.prompt = chosen.prompt, .chosen = chosen.text, .rejected = rejected.text, .margin = std::nullopt,
+                     .source = fmt::format("group {}", group)});
+    }
+  }
+  return out;
+}
+
 void RewardModelTrainingOptions::validate() const {
   GRPO_CHECK_CONFIG(epochs >= 1, "reward model training: epochs must be >= 1, got {}", epochs);
   GRPO_CHECK_CONFIG(batch_size >= 1, "reward model training: batch_size must be >= 1, got {}", batch_size);
@@ -180,7 +218,7 @@ void RewardModelTrainingOptions::validate() const {
   GRPO_CHECK_CONFIG(std::isfinite(max_grad_norm) && max_grad_norm >= 0.0,
                     "reward model training: max_grad_norm must be finite and >= 0, got {}", max_grad_norm);
   GRPO_CHECK_CONFIG(max_length >= 1, "reward model training: max_length must be >= 1, got {}", max_length);
-  BradleyTerryOptions{.center_rewards_coefficient = center_rewards_coefficient}.validate();
+  BradleyTerryOptions{.center_rewards_coefficient = center_rewards_coefficient, .pairs = std::nullopt}.validate();
 }
 
 PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::Tokenizer& tokenizer,
@@ -198,7 +236,7 @@ PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::T
     const auto p = static_cast<std::int64_t>(part.size());
     const torch::Tensor scores = score_pairs(model, tokenizer, part, max_length);
     const auto result = bradley_terry_loss(scores.narrow(0, 0, p), scores.narrow(0, p, p),
-                                           margins_of(part, scores.device()), {.pairs = static_cast<double>(pairs.size())});
+                                           margins_of(part, scores.device()), {.center_rewards_coefficient = std::nullopt, .pairs = static_cast<double>(pairs.size())});
     out.loss += result.loss.item<double>();
     out.accuracy += result.accuracy * static_cast<double>(p) / static_cast<double>(pairs.size());
   }
@@ -237,7 +275,7 @@ std::vector<PreferenceMetrics> train_reward_model(models::ValueModel& model, con
       const torch::Tensor scores = score_pairs(model, tokenizer, part, options.max_length);
       const auto result = bradley_terry_loss(scores.narrow(0, 0, p), scores.narrow(0, p, p),
                                              margins_of(part, scores.device()),
-                                             {.center_rewards_coefficient = options.center_rewards_coefficient});
+                                             {.center_rewards_coefficient = options.center_rewards_coefficient, .pairs = std::nullopt});
       optimizer.zero_grad();
       result.loss.backward();
       if (options.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, options.max_grad_norm);

@@ -32,10 +32,10 @@ constexpr const char* kR1ZeroSystemPrompt =
     "The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> tags, "
     "respectively, i.e., <think> reasoning process here </think> <answer> answer here </answer>.";
 
-/// Supervised warm-up steps of the tiny task's model (its format, on wrong answers), and of the tiny lookup task's
-/// (the protocol and reading a reply, on calls for the wrong key: 150 steps left it calling keys the prompt does not
-/// show and answering digits the reply does not hold, and GRPO did not learn from there).
-constexpr std::int64_t kTinyWarmUpSteps = 150, kTinyLookupWarmUpSteps = 600;
+/// Supervised warm-up steps of the tiny lookup task's model (the protocol and reading a reply, on calls for the wrong
+/// key: the tiny task's 150 steps, kTinyTaskWarmUpSteps, left it calling keys the prompt does not show and answering
+/// digits the reply does not hold, and GRPO did not learn from there).
+constexpr std::int64_t kTinyLookupWarmUpSteps = 600;
 
 /// Fails (naming the flag) when the LoRA settings select no module of `model`: checked as soon as the model exists.
 void check_lora_targets(const models::CausalLM& model, const RunSettings& s) {
@@ -237,7 +237,7 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
     auto task = std::make_unique<TinyTask>(s.trainer.seed, s.held_out);
     run->model = tiny_task_model(s.trainer.seed);
     check_lora_targets(run->model, s);  // before the warm-up's work
-    warm_up_tiny_model(run->model, *task, s.trainer.seed, kTinyWarmUpSteps);
+    warm_up_tiny_model(run->model, *task, s.trainer.seed, kTinyTaskWarmUpSteps);
     run->source = std::move(task);
   } else {
     run->model = models::from_pretrained(s.model_dir, run_dtype(s), run->device);

@@ -2,19 +2,25 @@
 // RewardModelReward on a tiny random ValueModel with GPT-2's real tokenizer: an outcome RM's batched scores equal the
 // model's own sequence score of each text alone; a process RM reads each step at its separator's last token (positions
 // counted here from the tokenizer) and aggregates them by min, last and mean; shift, scale and σ by hand; the window
-// of max_length; concurrent calls; bad options.
+// of max_length; concurrent calls; bad options; the registry's "reward_model" entry on a checkpoint directory.
 #include <grpo/core/error.hpp>
 #include <grpo/models/value_model.hpp>
+#include <grpo/rewards/registry.hpp>
 #include <grpo/rewards/reward_model_reward.hpp>
 #include <grpo/text/tokenizer.hpp>
+#include <grpo/train/tiny_task.hpp>
 #include <support/model_testing.hpp>
 #include <support/skip.hpp>
 #include <text/reference_fixture.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <optional>
 #include <string>
@@ -146,4 +152,69 @@ TEST_CASE("RewardModelOptions: bad values are errors that name the option", "[re
   CHECK_THROWS_WITH(RewardModelOptions{.scale = 0.0}.validate(), Catch::Contains("scale"));
   CHECK_THROWS_WITH(RewardModelOptions{.name = ""}.validate(), Catch::Contains("name"));
   CHECK(grpo::rewards::parse_step_aggregation("last") == StepAggregation::last);
+}
+
+TEST_CASE("The registry's reward_model loads a checkpoint directory and its tokenizer: the scores of the reward built "
+          "from code, and bad entries are errors that name the option or the directory",
+          "[rewards][reward_model]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("grpo_reward_model_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  // A reward model of the tiny task: its tokenizer needs no fixture.
+  const auto tokenizer = grpo::text::Tokenizer::from_json(grpo::train::TinyTask::tokenizer_json(), "tiny");
+  auto model = grpo::models::value_model_from_policy(grpo::train::tiny_task_model(8),
+                                                     grpo::models::ScalarHeadLayout::sequence_classification);
+  {
+    torch::NoGradGuard no_grad;
+    model->head_weight().normal_(0.0, 1.0);
+  }
+  grpo::models::save_pretrained(model, dir / "rm");
+  std::ofstream(dir / "rm" / "tokenizer.json") << grpo::train::TinyTask::tokenizer_json();
+  const std::vector<Completion> batch{completion("max 1 7 3 0 2 =", "<think> </think> <answer> 7 </answer>"),
+                                      completion("max 1 7 3 0 2 =", "<think> </think> <answer> 3 </answer>"),
+                                      completion("max 4 4 9 1 2 =", "<think> </think> <answer> </answer>")};
+  const auto registry = grpo::rewards::RewardRegistry::with_builtins();
+  const auto rm = (dir / "rm").string();
+  const auto built = registry.create(R"({"name": "reward_model", "model_dir": ")" + rm +
+                                     R"(", "batch_size": 2, "shift": 0.5, "sigmoid": true})");
+  CHECK(built->name() == "reward_model");
+  const RewardModelReward direct(model, tokenizer, {.batch_size = 2, .shift = 0.5, .sigmoid = true});
+  const auto from_registry = built->score(batch, {}), from_code = direct.score(batch, {});
+  REQUIRE(from_registry.size() == 3);
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    REQUIRE(from_registry[b]);
+    CHECK(*from_registry[b] == Approx(*from_code[b]).epsilon(1e-6));
+  }
+  CHECK(from_registry[0] != from_registry[1]);
+  // Process RM options and bf16 go through too.
+  const auto process = registry.create(R"({"name": "reward_model", "model_dir": ")" + rm +
+                                       R"(", "step_separator": "</think>", "step_aggregation": "last", "dtype": "bfloat16"})");
+  CHECK(process->score(batch, {})[0].has_value());
+
+  const auto error_of = [&](const std::string& json) {
+    try {
+      registry.create(json);
+    } catch (const grpo::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error_of(R"({"name": "reward_model"})"), Catch::Contains("model_dir") && Catch::Contains("required"));
+  const std::string with_dir = R"({"name": "reward_model", "model_dir": ")" + rm + R"(", )";
+  CHECK_THAT(error_of(with_dir + R"("dtype": "int8"})"), Catch::Contains("dtype") && Catch::Contains("float32"));
+  CHECK_THAT(error_of(with_dir + R"("device": "gpu0"})"), Catch::Contains("device") && Catch::Contains("gpu0"));
+  CHECK_THAT(error_of(with_dir + R"("batch_size": 0})"), Catch::Contains("batch_size"));
+  CHECK_THAT(error_of(with_dir + R"("step_aggregation": "max"})"), Catch::Contains("step_aggregation"));
+  CHECK_THAT(error_of(with_dir + R"("max_lenght": 8})"), Catch::Contains("max_lenght"));
+  // A causal LM's checkpoint (no head), a directory without a tokenizer, no directory at all.
+  grpo::models::save_pretrained(grpo::train::tiny_task_model(8), dir / "lm");
+  std::ofstream(dir / "lm" / "tokenizer.json") << grpo::train::TinyTask::tokenizer_json();
+  CHECK_THAT(error_of(R"({"name": "reward_model", "model_dir": ")" + (dir / "lm").string() + R"("})"),
+             Catch::Contains("model_dir " + (dir / "lm").string()) && Catch::Contains("no scalar head"));
+  fs::remove(dir / "rm" / "tokenizer.json");
+  CHECK_THAT(error_of(R"({"name": "reward_model", "model_dir": ")" + rm + R"("})"),
+             Catch::Contains("model_dir " + rm) && Catch::Contains("tokenizer.json"));
+  CHECK_THAT(error_of(R"({"name": "reward_model", "model_dir": ")" + (dir / "none").string() + R"("})"),
+             Catch::Contains("model_dir") && Catch::Contains("config.json"));
+  fs::remove_all(dir);
 }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs the `grpo` command-line tool as a user would: stdin in, stdout/stderr and exit status out.
 #include <grpo/models/causal_lm.hpp>
+#include <grpo/models/value_model.hpp>
+#include <grpo/rewards/registry.hpp>
+#include <grpo/train/tiny_task.hpp>
 #include <support/test_paths.hpp>
 #include <support/model_testing.hpp>
 #include <support/process_testing.hpp>
@@ -247,4 +250,71 @@ TEST_CASE("grpo score runs code_tests on ROLL code rows in the sandbox", "[tools
   CHECK(line == half.substr(0, half.size() - 1) + R"(,"rewards":{"code_tests":0.5},"reward":0.5})");
   std::getline(lines, line);  // a math row has no tests: no value
   CHECK(line == math.substr(0, math.size() - 1) + R"(,"rewards":{"code_tests":null},"reward":null})");
+}
+
+TEST_CASE("grpo train-rm trains a reward model on preference pairs and writes a directory the reward_model reward "
+          "reads, and bad flags or pairs are errors that name them",
+          "[tools][reward_model]") {
+  // A tiny causal LM over the tiny task's words, its tokenizer beside it.
+  const auto dir = scratch() / "train_rm";
+  fs::remove_all(dir);
+  torch::manual_seed(5);
+  grpo::models::save_pretrained(grpo::train::tiny_task_model(5), dir / "lm");
+  std::ofstream(dir / "lm" / "tokenizer.json") << grpo::train::TinyTask::tokenizer_json();
+  // Preferred: an answer of 9 over an answer of 0, after any prompt.
+  {
+    std::ofstream pairs(dir / "pairs.jsonl");
+    for (int i = 0; i < 12; ++i) {
+      pairs << R"({"prompt": "max )" << i % 10 << R"( 1 2 3 4 =", "chosen": "<answer> 9 </answer>", )"
+            << R"("rejected": "<answer> 0 </answer>"})" << "\n";
+    }
+    std::ofstream(dir / "bad.jsonl") << R"({"prompt": "max 1 =", "chosen": "<answer> 9 </answer>"})" << "\n";
+  }
+  const std::string common = " --pairs " + (dir / "pairs.jsonl").string() + " --eval-pairs " +
+                             (dir / "pairs.jsonl").string() + " --epochs 4 --batch-size 4 --lr 1e-2 --seed 2";
+  const auto r = run("train-rm --model " + (dir / "lm").string() + common + " --out " + (dir / "rm").string());
+  INFO(r.out << stderr_text());
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("12 training pairs, 12 held out"));
+  simdjson::dom::parser parser;
+  const simdjson::dom::element results = parser.load((dir / "rm" / "train_rm_results.json").string());
+  CHECK(simdjson::dom::array(results["epochs"]).size() == 4);
+  CHECK(double(results["after"]["accuracy"]) == 1.0);
+  CHECK(double(results["after"]["loss"]) < double(results["before"]["loss"]));
+  // The directory is a sequence classifier with the tokenizer copied, and the registry's reward reads it: the chosen
+  // side scores above the rejected one.
+  auto rm = grpo::models::value_model_from_pretrained(dir / "rm");
+  CHECK(rm->layout() == grpo::models::ScalarHeadLayout::sequence_classification);
+  CHECK(fs::exists(dir / "rm" / "tokenizer.json"));
+  const auto reward = grpo::rewards::RewardRegistry::with_builtins().create(
+      R"({"name": "reward_model", "model_dir": )" + grpo::json_quoted((dir / "rm").string()) + "}");
+  std::vector<grpo::rewards::Completion> sides(2);
+  sides[0].prompt = sides[1].prompt = "max 5 1 2 3 4 =";
+  sides[0].text = "<answer> 9 </answer>";
+  sides[1].text = "<answer> 0 </answer>";
+  const auto scores = reward->score(sides, {});
+  CHECK(*scores[0] > *scores[1]);
+  // Training it further from the written directory.
+  const auto again = run("train-rm --reward-model " + (dir / "rm").string() + common + " --out " + (dir / "rm2").string());
+  INFO(stderr_text());
+  CHECK(again.status == 0);
+
+  const auto error = [&](const std::string& args) {
+    const auto result = run("train-rm " + args);
+    CHECK(result.status == 2);
+    return stderr_text();
+  };
+  const std::string out = " --out " + (dir / "x").string();
+  CHECK_THAT(error(out), Catch::Contains("give one of --task tiny, --model DIR or --reward-model DIR"));
+  CHECK_THAT(error("--model " + (dir / "lm").string() + out), Catch::Contains("--pairs FILE is required"));
+  CHECK_THAT(error("--task tiny --pairs " + (dir / "pairs.jsonl").string() + out),
+             Catch::Contains("--task tiny makes its own pairs"));
+  CHECK_THAT(error("--model " + (dir / "lm").string() + " --pairs " + (dir / "bad.jsonl").string() + out),
+             Catch::Contains("bad.jsonl:1") && Catch::Contains("rejected"));
+  CHECK_THAT(error("--reward-model " + (dir / "lm").string() + " --pairs " + (dir / "pairs.jsonl").string() + out),
+             Catch::Contains("--reward-model " + (dir / "lm").string()) && Catch::Contains("no scalar head"));
+  CHECK_THAT(error("--model " + (dir / "lm").string() + common + " --max-length 0" + out),
+             Catch::Contains("max_length") && Catch::Contains("--max-length"));
+  CHECK_THAT(error("--model " + (dir / "none").string() + common + out), Catch::Contains("not a directory"));
+  fs::remove_all(dir);
 }

@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 // Preference pairs in TRL's four formats (texts and conversations, implicit and explicit prompts, margins) with the
 // errors a bad line gives; and train_reward_model: a tiny reward model on GPT-2's tokenizer learns to order held-out
-// pairs it started out ordering at chance, and does not at learning rate 0.
+// pairs it started out ordering at chance, and does not at learning rate 0; pairs made by a verifier; the tiny task's
+// tokenizer (what a reward model of the tiny task reads).
 #include <grpo/core/error.hpp>
 #include <grpo/models/value_model.hpp>
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
 #include <grpo/train/reward_model_training.hpp>
+#include <grpo/train/tiny_task.hpp>
 #include <support/model_testing.hpp>
 #include <support/skip.hpp>
 #include <text/reference_fixture.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <optional>
+#include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -115,4 +120,101 @@ TEST_CASE("train_reward_model: a tiny reward model learns to order held-out pref
   const auto control = run(0.0);
   CHECK(std::get<0>(control) == before);
   CHECK(std::get<1>(control).accuracy == before);  // nothing learnt
+}
+
+namespace {
+
+/// A verifier that calls "right" correct (1), "wrong" wrong (0) and anything else unjudgeable.
+class WordVerifier final : public grpo::rewards::RewardFunction {
+ public:
+  std::string name() const override { return "word"; }
+  std::vector<std::optional<float>> score(std::span<const grpo::rewards::Completion> batch,
+                                          const grpo::rewards::ScoringContext&) const override {
+    std::vector<std::optional<float>> out;
+    for (const auto& c : batch) {
+      out.push_back(c.text.starts_with("right") ? std::optional<float>(1.0f)
+                    : c.text.starts_with("wrong") ? std::optional<float>(0.0f)
+                                                  : std::nullopt);
+    }
+    return out;
+  }
+};
+
+grpo::rewards::Completion graded(std::size_t group, std::string text) {
+  grpo::rewards::Completion c;
+  c.prompt = "prompt " + std::to_string(group);
+  c.text = std::move(text);
+  c.group = group;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("verifier_preference_pairs: a right completion preferred to a wrong one of the same prompt, distinct pairs, "
+          "prompts with one kind left out",
+          "[train][reward_model]") {
+  // Group 4 comes first; group 0 has 2 right × 3 wrong; group 1 only right ones; group 2 only an unjudgeable one
+  // beside a wrong one; group 3 one of each.
+  const std::vector<grpo::rewards::Completion> completions{
+      graded(4, "right a"), graded(0, "right a"), graded(0, "wrong a"), graded(1, "right a"), graded(0, "wrong b"),
+      graded(2, "unsure"),  graded(0, "right b"), graded(2, "wrong a"), graded(0, "wrong c"), graded(3, "wrong a"),
+      graded(3, "right a"), graded(1, "right b"), graded(4, "wrong a")};
+  const WordVerifier verifier;
+  for (const std::int64_t per_prompt : {1, 4, 6, 50}) {
+    INFO("pairs_per_prompt " << per_prompt);
+    const auto pairs = grpo::train::verifier_preference_pairs(completions, verifier, 1.0, per_prompt, 7);
+    std::vector<std::string> sources;
+    std::set<std::tuple<std::string, std::string, std::string>> distinct;
+    for (const auto& p : pairs) {
+      CHECK(p.chosen.starts_with("right"));
+      CHECK(p.rejected.starts_with("wrong"));
+      CHECK(p.prompt == "prompt " + p.source.substr(6));  // "group G"
+      CHECK_FALSE(p.margin.has_value());
+      if (sources.empty() || sources.back() != p.source) sources.push_back(p.source);
+      distinct.insert({p.prompt, p.chosen, p.rejected});
+    }
+    CHECK(sources == std::vector<std::string>{"group 4", "group 0", "group 3"});  // by first completion
+    const std::size_t group0 = std::min<std::size_t>(static_cast<std::size_t>(per_prompt), 6);  // 2 × 3 combinations
+    CHECK(pairs.size() == 1 + group0 + 1);
+    CHECK(distinct.size() == pairs.size());
+  }
+  // The same seed draws the same pairs; the threshold decides what is right.
+  CHECK(grpo::train::verifier_preference_pairs(completions, verifier, 1.0, 2, 7).at(1).rejected ==
+        grpo::train::verifier_preference_pairs(completions, verifier, 1.0, 2, 7).at(1).rejected);
+  CHECK(grpo::train::verifier_preference_pairs(completions, verifier, 1.5, 2, 7).empty());  // nothing is right
+  CHECK_THROWS_WITH(grpo::train::verifier_preference_pairs(completions, verifier, 1.0, 0),
+                    Catch::Contains("pairs_per_prompt"));
+}
+
+TEST_CASE("The tiny task's tokenizer encodes its texts back to the task's own ids", "[train][reward_model]") {
+  const auto tokenizer = grpo::text::Tokenizer::from_json(grpo::train::TinyTask::tokenizer_json(), "tiny");
+  grpo::train::TinyTask task(5, 16);
+  CHECK(tokenizer.vocab_size() == grpo::train::TinyTask::kVocab);
+  const auto encode = [&](const std::string& text) {
+    const auto ids = tokenizer.encode(text, {.add_special_tokens = false});
+    return std::vector<std::int64_t>(ids.begin(), ids.end());
+  };
+  for (const auto& problem : task.held_out()) {
+    // The prompt without its <bos> (decode drops it), then each answer candidate as a reward model reads it:
+    // prompt + completion with no space between.
+    const std::vector<std::int64_t> prompt(problem.prompt_ids.begin() + 1, problem.prompt_ids.end());
+    CHECK(encode(problem.prompt_text) == prompt);
+    std::mt19937_64 rng(3);
+    for (auto ids : grpo::train::TinyTask::answer_candidates(rng, 20, 8)) {
+      CHECK(ids.size() <= 8);
+      if (ids.back() == grpo::train::TinyTask::kEos) ids.pop_back();  // decode drops it
+      std::vector<std::int64_t> whole = prompt;
+      whole.insert(whole.end(), ids.begin(), ids.end());
+      CHECK(encode(task.decode(ids)) == ids);
+      CHECK(encode(problem.prompt_text + task.decode(ids)) == whole);
+    }
+  }
+  // The special words are special, the others not; every id names its word.
+  for (std::int64_t id = 0; id < grpo::train::TinyTask::kVocab; ++id) {
+    CHECK(tokenizer.id_to_token(static_cast<std::int32_t>(id)) == grpo::train::TinyTask::kWords[static_cast<std::size_t>(id)]);
+    CHECK(tokenizer.is_special(static_cast<std::int32_t>(id)) ==
+          (id == grpo::train::TinyTask::kEos || id == grpo::train::TinyTask::kPad || id == grpo::train::TinyTask::kBos));
+    CHECK(encode(std::string("  ") + grpo::train::TinyTask::kWords[static_cast<std::size_t>(id)]) ==
+          std::vector<std::int64_t>{id});
+  }
 }

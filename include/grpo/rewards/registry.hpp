@@ -95,7 +95,8 @@ class RewardRegistry {
   /// accuracy, math_steps, format, tag_count, reasoning_steps, cosine, length, repetition, soft_overlong,
   /// stop_properly, and
   /// route (per-tag routing: {"name": "route", "field": "tag", "routes": {"math": {...}}, "default": {...}}),
-  /// code_tests (sandboxed test execution) and judge (LLM judge over HTTP).
+  /// code_tests (sandboxed test execution), judge (LLM judge over HTTP or local) and reward_model (a learned reward
+  /// model's checkpoint directory, scored in-process: rewards/reward_model_reward.hpp).
   static RewardRegistry with_builtins();
 
   /// Registers a factory; throws ConfigError if the name is taken or empty.

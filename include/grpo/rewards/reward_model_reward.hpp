@@ -19,12 +19,14 @@
 //   auto rm = grpo::models::value_model_from_pretrained("rm-dir");
 //   auto tokenizer = grpo::text::Tokenizer::from_pretrained("rm-dir");
 //   auto reward = std::make_shared<grpo::rewards::RewardModelReward>(rm, tokenizer, grpo::rewards::RewardModelOptions{});
+//   auto same = grpo::rewards::reward_model_from_pretrained("rm-dir");   // what {"name": "reward_model"} builds
 #pragma once
 
 #include <grpo/core/enum_names.hpp>
 #include <grpo/rewards/reward_function.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -105,5 +107,20 @@ class RewardModelReward final : public RewardFunction {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+/// Where reward_model_from_pretrained puts the model.
+struct RewardModelPlacement {
+  std::string dtype = "float32";  ///< float32, bfloat16 or float16
+  std::string device = "cpu";     ///< a torch device: cpu, cuda, cuda:N
+};
+
+/// A RewardModelReward of a scalar-head checkpoint directory (models::value_model_from_pretrained: any of its three
+/// layouts) read with the tokenizer saved beside it (text::Tokenizer::from_pretrained of the same directory): what the
+/// registry's "reward_model" entry builds from its "model_dir". Throws ConfigError naming the directory for a
+/// checkpoint or tokenizer that does not load (a checkpoint without a scalar head among them), naming dtype or device
+/// for a value outside the ones above or a CUDA device this build or machine lacks, and RewardModelOptions::validate's.
+std::shared_ptr<RewardModelReward> reward_model_from_pretrained(const std::filesystem::path& directory,
+                                                                RewardModelOptions options = {},
+                                                                const RewardModelPlacement& placement = {});
 
 }  // namespace grpo::rewards

@@ -11,12 +11,15 @@
 //   {"prompt": [messages], "chosen": [messages], "rejected": [messages]}   conversational, explicit prompt
 // with an optional numeric "margin". Conversational pairs are rendered with the reward model's chat template: the
 // prompt with the assistant header added, each side as the whole conversation, of which the prompt must be a prefix.
+// Or they are made from graded completions (verifier_preference_pairs: a right answer preferred to a wrong one).
 //
 //   auto pairs = grpo::train::read_preference_pairs("prefs.jsonl", &tokenizer.chat_template());
 //   auto critic = grpo::models::value_model_from_policy(policy, grpo::models::ScalarHeadLayout::sequence_classification);
 //   auto epochs = grpo::train::train_reward_model(critic, tokenizer, pairs, {.epochs = 2});
 //   auto held_out = grpo::train::evaluate_reward_model(critic, tokenizer, test_pairs);   // .accuracy
 #pragma once
+
+#include <grpo/rewards/reward_function.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -54,6 +57,17 @@ std::vector<PreferencePair> parse_preference_pairs(std::string_view jsonl, std::
 /// parse_preference_pairs of a file's contents (errors name the file). Throws grpo::Error for an unreadable file.
 std::vector<PreferencePair> read_preference_pairs(const std::filesystem::path& file,
                                                   const text::ChatTemplate* chat = nullptr);
+
+/// Pairs graded by a verifier, as reward-model data is made from a task with checkable answers: `completions` (several
+/// per prompt; Completion::group says whose) are scored by `verifier` in one call, and a completion is correct when its
+/// value is >= `threshold`, wrong when below, left out when it has none. Each prompt with completions of both kinds
+/// gives min(pairs_per_prompt, correct × wrong) distinct pairs, chosen a correct completion and rejected a wrong one,
+/// drawn with `seed` (grpo::seeded_permutation); a prompt with one kind gives none. A pair's prompt is the completions'
+/// Completion::prompt, its sides their texts, its source "group G". Pairs come in the order of their groups' first
+/// completion. Throws ConfigError for pairs_per_prompt < 1 and grpo::Error for a verifier that returns another count.
+std::vector<PreferencePair> verifier_preference_pairs(std::span<const rewards::Completion> completions,
+                                                      const rewards::RewardFunction& verifier, double threshold = 1.0,
+                                                      std::int64_t pairs_per_prompt = 1, std::uint64_t seed = 0);
 
 struct RewardModelTrainingOptions {
   std::int64_t epochs = 1;

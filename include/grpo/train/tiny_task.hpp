@@ -17,6 +17,7 @@
 #include <grpo/train/prompt_source.hpp>
 #include <grpo/train/sft.hpp>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -64,19 +65,71 @@ class TinyTask final : public PromptSource {
   }
   const std::vector<Problem>& held_out() const override { return held_out_; }
 
+  /// Each token's text, by id.
+  static constexpr std::array<const char*, kVocab> kWords = {
+      "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "max", "=", "<think>", "</think>", "<answer>", "</answer>",
+      "<eos>", "<pad>", "<bos>"};
+
+  /// The words of `ids` separated by spaces, <eos>, <pad> and <bos> left out.
   std::string decode(std::span<const std::int64_t> ids) const override {
-    static constexpr const char* kWords[] = {"0",       "1",        "2",        "3",         "4",     "5",     "6",
-                                             "7",       "8",        "9",        "max",       "=",     "<think>",
-                                             "</think>", "<answer>", "</answer>", "<eos>",   "<pad>", "<bos>"};
     std::string text;
     for (const std::int64_t id : ids) {
       if (id == kEos || id == kPad || id == kBos) continue;
       GRPO_CHECK(id >= 0 && id < kVocab, "TinyTask::decode: token id {} is outside the vocabulary", id);
       if (!text.empty()) text += ' ';
-      text += kWords[id];
+      text += kWords[static_cast<std::size_t>(id)];
     }
     return text;
   }
+  /// A Hugging Face tokenizer.json for this vocabulary (text::Tokenizer::from_json reads it): every word an added
+  /// token of its own id that swallows the whitespace before it (lstrip), <eos> <pad> <bos> special, in a byte-level
+  /// BPE without merges (any other text has no token and is dropped, as Hugging Face's BPE drops it). It encodes
+  /// decode(ids) back to ids (with or without spaces between the words), so models that read text (a reward model
+  /// scoring the task's completions) see the task's own ids.
+  static std::string tokenizer_json() {
+    std::string added, vocab;
+    for (std::int64_t id = 0; id < kVocab; ++id) {
+      const bool special = id == kEos || id == kPad || id == kBos;
+      added += fmt::format(R"({}{{"id": {}, "content": "{}", "single_word": false, "lstrip": true, "rstrip": false, )"
+                           R"("normalized": false, "special": {}}})",
+                           id == 0 ? "" : ",\n    ", id, kWords[static_cast<std::size_t>(id)], special);
+      vocab += fmt::format(R"({}"{}": {})", id == 0 ? "" : ", ", kWords[static_cast<std::size_t>(id)], id);
+    }
+    return fmt::format(R"({{"version": "1.0", "truncation": null, "padding": null,)"
+                       "\n  \"added_tokens\": [\n    {}],\n"
+                       R"(  "normalizer": null, "post_processor": null,)"
+                       "\n"
+                       R"(  "pre_tokenizer": {{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, )"
+                       R"("use_regex": true}},)"
+                       "\n"
+                       R"(  "decoder": {{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, )"
+                       R"("use_regex": true}},)"
+                       "\n"
+                       R"(  "model": {{"type": "BPE", "vocab": {{{}}}, "merges": []}}}})"
+                       "\n",
+                       added, vocab);
+  }
+
+  /// Completions to grade for any of the task's problems (verifier_preference_pairs builds reward-model pairs from
+  /// them): the answer block with each digit 0-9 and with none, then `random` completions of 0 to `max_tokens` words
+  /// drawn uniformly from every word but <eos> <pad> <bos>, an <eos> after those shorter than max_tokens (as a sampler
+  /// stops). A reward model that only ever saw well-formed answers scores text unlike them at random, and a policy
+  /// trained on it finds such text (measured: GRPO on one drifted to "3 3 3 3 3 3 3 3", scored above every right
+  /// answer); the random ones close the widest of those holes, not all of them (docs/reward_models.md).
+  static std::vector<std::vector<std::int64_t>> answer_candidates(std::mt19937_64& rng, std::int64_t random,
+                                                                  std::int64_t max_tokens) {
+    std::vector<std::vector<std::int64_t>> out;
+    for (std::int64_t d = 0; d <= 9; ++d) out.push_back({kThinkOpen, kThinkClose, kAnswerOpen, d, kAnswerClose, kEos});
+    out.push_back({kThinkOpen, kThinkClose, kAnswerOpen, kAnswerClose, kEos});
+    for (std::int64_t k = 0; k < random; ++k) {
+      std::vector<std::int64_t> ids(rng() % (static_cast<std::uint64_t>(max_tokens) + 1));
+      for (std::int64_t& id : ids) id = static_cast<std::int64_t>(rng() % kEos);
+      if (static_cast<std::int64_t>(ids.size()) < max_tokens) ids.push_back(kEos);
+      out.push_back(std::move(ids));
+    }
+    return out;
+  }
+
   std::vector<std::int64_t> eos_token_ids() const override { return {kEos}; }
   std::int64_t pad_token_id() const override { return kPad; }
   std::vector<std::string> domain_names() const override { return {"tiny"}; }
@@ -152,6 +205,9 @@ inline models::CausalLM tiny_model(std::uint64_t seed, std::int64_t vocab, std::
 
 /// The tiny task's model: tiny_model over its vocabulary.
 inline models::CausalLM tiny_task_model(std::uint64_t seed) { return tiny_model(seed, TinyTask::kVocab, TinyTask::kEos); }
+
+/// The supervised warm-up steps of the tiny task's starting policy (grpo train --task tiny, grpo train-rm --task tiny).
+inline constexpr std::int64_t kTinyTaskWarmUpSteps = 150;
 
 /// Supervised warm-up on wrong answers copied from the prompt: the model learns the format and to read its input.
 /// The library's SFT stage (train/sft.hpp): loss on the completion tokens only, token mean, the fused log-prob path.

@@ -89,7 +89,8 @@ CLI::App* add_train_rm_command(CLI::App& app, TrainRmArgs& a) {
   c->add_option("--seed", a.seed, fmt::format("the pairs' order each epoch; with --task tiny also the task, its "
                                               "policy and its pairs (default {})", a.seed));
   c->add_option("--train-prompts", a.train_prompts,
-                fmt::format("--task tiny: training prompts, --pairs-per-prompt pairs each (default {})", a.train_prompts));
+                fmt::format("--task tiny: training prompts, --pairs-per-prompt pairs each (default {})",
+                            a.train_prompts));
   c->add_option("--pairs-per-prompt", a.pairs_per_prompt,
                 fmt::format("--task tiny: pairs of each training prompt's graded candidates (default {})",
                             a.pairs_per_prompt));

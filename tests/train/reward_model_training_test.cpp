@@ -209,6 +209,12 @@ TEST_CASE("The tiny task's tokenizer encodes its texts back to the task's own id
       CHECK(encode(problem.prompt_text + task.decode(ids)) == whole);
     }
   }
+  // Hugging Face's tokenizers (0.23.3) reads the same file to the same ids, text it has no token for dropped.
+  CHECK(encode("max 1 7 3 0 2 =<think> </think> <answer> 7 </answer>") ==
+        std::vector<std::int64_t>{10, 1, 7, 3, 0, 2, 11, 12, 13, 14, 7, 15});
+  CHECK(encode("<answer></answer>") == std::vector<std::int64_t>{14, 15});
+  CHECK(encode("max 1 x 2") == std::vector<std::int64_t>{10, 1, 2});
+  CHECK(encode("").empty());
   // The special words are special, the others not; every id names its word.
   for (std::int64_t id = 0; id < grpo::train::TinyTask::kVocab; ++id) {
     CHECK(tokenizer.id_to_token(static_cast<std::int32_t>(id)) == grpo::train::TinyTask::kWords[static_cast<std::size_t>(id)]);

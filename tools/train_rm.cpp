@@ -137,6 +137,7 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
     throw grpo::ConfigError(fmt::format("grpo train-rm {}: {}", flag, message));
   }
 
+  const std::string source_dir = a.model.empty() ? a.reward_model : a.model;  // "" with --task tiny
   grpo::models::ValueModel model{nullptr};
   std::optional<grpo::text::Tokenizer> tokenizer;
   std::vector<train::PreferencePair> pairs, held_out;
@@ -152,7 +153,7 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
     pairs = tiny_task_pairs(task, task.train_batch(-1000, a.train_prompts), a.pairs_per_prompt, a.seed);
     held_out = tiny_task_pairs(task, task.held_out(), 1, a.seed + 1);
   } else {
-    const std::string& dir = a.model.empty() ? a.reward_model : a.model;
+    const std::string& dir = source_dir;
     const char* flag = a.model.empty() ? "--reward-model" : "--model";
     GRPO_CHECK_CONFIG(fs::is_directory(dir), "grpo train-rm {} {}: not a directory (a Hugging Face checkpoint "
                       "directory with its tokenizer; `grpo convert` writes one from a .gguf file)", flag, dir);
@@ -209,7 +210,7 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
     grpo::io::write_file_atomically(out / "tokenizer.json",
                                     [](std::ostream& o) { o << train::TinyTask::tokenizer_json(); });
   } else {
-    const fs::path dir = a.model.empty() ? a.reward_model : a.model;
+    const fs::path dir = source_dir;
     for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
       if (fs::exists(dir / file) && !(fs::exists(out / file) && fs::equivalent(dir / file, out / file))) {
         fs::copy_file(dir / file, out / file, fs::copy_options::overwrite_existing);

@@ -148,12 +148,12 @@ std::shared_ptr<RewardModelReward> reward_model_from_pretrained(const std::files
                                                                 RewardModelOptions options,
                                                                 const RewardModelPlacement& placement) {
   options.validate();  // before the load's work
-  const torch::ScalarType dtype = placement.dtype == "float32"    ? torch::kFloat32
-                                  : placement.dtype == "bfloat16" ? torch::kBFloat16
-                                  : placement.dtype == "float16"  ? torch::kFloat16
-                                                                  : torch::kFloat64;
-  GRPO_CHECK_CONFIG(dtype != torch::kFloat64, "reward model: dtype must be one of float32, bfloat16, float16, got "
-                    "'{}'", placement.dtype);
+  std::optional<torch::ScalarType> dtype;
+  if (placement.dtype == "float32") dtype = torch::kFloat32;
+  if (placement.dtype == "bfloat16") dtype = torch::kBFloat16;
+  if (placement.dtype == "float16") dtype = torch::kFloat16;
+  GRPO_CHECK_CONFIG(dtype.has_value(), "reward model: dtype must be one of float32, bfloat16, float16, got '{}'",
+                    placement.dtype);
   std::optional<torch::Device> device;
   try {
     device.emplace(placement.device);

@@ -48,19 +48,20 @@ std::optional<std::int64_t> checkpoint_step(const std::string& name) {
 }
 
 // A trained model's files in `directory`: its weights, the masters of mixed-precision `master_weights`, optimizer.pt.
-void save_trained(const fs::path& directory, const CheckpointedModel& model, const torch::optim::Optimizer& optimizer,
+void save_trained(const fs::path& directory, const CheckpointedModel& model, const torch::optim::Optimizer* optimizer,
                   const MasterWeights* master_weights) {
   model.save(directory);
   if (master_weights != nullptr && master_weights->mixed()) {
     io::save_safetensors(directory / kMasterWeightsFile, master_weights->state());
   }
+  if (optimizer == nullptr) return;  // a part of weights only
   torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
+  optimizer->save(archive);
   archive.save_to((directory / "optimizer.pt").string());
 }
 
 // save_trained's files back, in place.
-void load_trained(const fs::path& directory, const CheckpointedModel& model, torch::optim::Optimizer& optimizer,
+void load_trained(const fs::path& directory, const CheckpointedModel& model, torch::optim::Optimizer* optimizer,
                   MasterWeights* master_weights) {
   model.load(directory);
   if (master_weights != nullptr && master_weights->mixed()) {
@@ -71,12 +72,13 @@ void load_trained(const fs::path& directory, const CheckpointedModel& model, tor
                directory.string(), kMasterWeightsFile);
     master_weights->load_state(io::SafetensorsFile(path).tensors(), path.string());
   }
+  if (optimizer == nullptr) return;
   GRPO_CHECK(fs::is_regular_file(directory / "optimizer.pt"), "checkpoint {} has no optimizer.pt", directory.string());
   torch::serialize::InputArchive archive;
   // The optimizer's state onto the model's device (rank 0 saved it from its own).
   archive.load_from((directory / "optimizer.pt").string(), model.device);
   try {
-    optimizer.load(archive);
+    optimizer->load(archive);
   } catch (const c10::Error& e) {  // another optimizer's state: AdamW's where CompensatedAdamW's is read, or back
     throw Error(fmt::format("checkpoint {}: optimizer.pt holds another optimizer's state than this run's (was it "
                             "saved with another optimizer_precision?): {}",
@@ -97,7 +99,6 @@ void check_parts(std::span<const CheckpointPart> parts) {
                "component, none of the checkpoint's own names: {})",
                part.name, fmt::join(taken, ", "));
     GRPO_CHECK(std::find(seen.begin(), seen.end(), part.name) == seen.end(), "CheckpointPart: '{}' twice", part.name);
-    GRPO_CHECK(part.optimizer != nullptr, "CheckpointPart '{}': no optimizer", part.name);
     seen.push_back(part.name);
   }
 }
@@ -238,11 +239,11 @@ fs::path CheckpointManager::save(const CheckpointedModel& model, const torch::op
   fs::remove_all(tmp_dir);
   try {
     fs::create_directories(tmp_dir);
-    save_trained(tmp_dir, model, optimizer, master_weights);
+    save_trained(tmp_dir, model, &optimizer, master_weights);
     if (reference) reference->save(tmp_dir / kReferenceDir);
     for (const CheckpointPart& part : parts) {
       fs::create_directories(tmp_dir / part.name);
-      save_trained(tmp_dir / part.name, part.model, *part.optimizer, part.master_weights);
+      save_trained(tmp_dir / part.name, part.model, part.optimizer, part.master_weights);
     }
     {
       at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -307,7 +308,7 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, const Checkpoin
   check_parts(parts);
   const fs::path state_path = checkpoint / kStateFile;
   TrainerState state = trainer_state_from_json(io::read_file(state_path), state_path.string());
-  load_trained(checkpoint, model, optimizer, master_weights);
+  load_trained(checkpoint, model, &optimizer, master_weights);
   if (reference) {
     GRPO_CHECK(fs::is_directory(checkpoint / kReferenceDir),
                "checkpoint {} has no {}/ (it was saved without a reference model)", checkpoint.string(), kReferenceDir);
@@ -316,7 +317,7 @@ TrainerState CheckpointManager::load(const fs::path& checkpoint, const Checkpoin
   for (const CheckpointPart& part : parts) {
     GRPO_CHECK(fs::is_directory(checkpoint / part.name), "checkpoint {} has no {}/ (it was saved by a run without it)",
                checkpoint.string(), part.name);
-    load_trained(checkpoint / part.name, part.model, *part.optimizer, part.master_weights);
+    load_trained(checkpoint / part.name, part.model, part.optimizer, part.master_weights);
   }
   GRPO_CHECK(fs::is_regular_file(checkpoint / "rng_state.pt"), "checkpoint {} has no rng_state.pt", checkpoint.string());
   {

@@ -203,6 +203,28 @@ void GrpoTrainerOptions::validate() const {
   GRPO_CHECK_CONFIG(critic_warmup == 0 || token_advantage.estimator == TokenAdvantageEstimator::gae,
                     "critic_warmup {} needs a critic: advantage gae (this run's advantage has none)", critic_warmup);
   (void)EntropyController(loss.entropy_coef, adaptive_entropy);  // validates the adaptive settings
+  GRPO_CHECK_CONFIG(!max_staleness || *max_staleness >= 0, "max_staleness must be >= 0, got {}",
+                    max_staleness.value_or(0));
+  GRPO_CHECK_CONFIG(generation_threads >= 0, "generation_threads must be >= 0, got {}", generation_threads);
+  GRPO_CHECK_CONFIG(max_staleness || generation_threads == 0,
+                    "generation_threads {} sets the pipeline worker's threads: it needs max_staleness",
+                    generation_threads);
+  const auto correction = to_string(off_policy_correction);
+  GRPO_CHECK_CONFIG(max_staleness || off_policy_correction == OffPolicyCorrection::none,
+                    "off_policy_correction {} corrects a pipelined run's older batches: it needs max_staleness",
+                    correction);
+  GRPO_CHECK_CONFIG(!max_staleness || *max_staleness == 0 || off_policy_correction != OffPolicyCorrection::none,
+                    "max_staleness {}: a batch trains on weights up to {} updates newer than the ones that sampled it; "
+                    "choose off_policy_correction decoupled (with rollout_is or rollout_rs: the proximal policy "
+                    "recomputed, π_prox/π_behave truncated) or bypass (the PPO ratio against the sampler's log-probs)",
+                    max_staleness.value_or(0), max_staleness.value_or(0));
+  const bool weighs = loss.sampler_correction.mode != SamplerCorrectionMode::none || !loss.rollout_rejection.empty();
+  GRPO_CHECK_CONFIG(off_policy_correction != OffPolicyCorrection::decoupled || weighs,
+                    "off_policy_correction decoupled weighs each token by π_prox/π_behave: set rollout_is (token or "
+                    "sequence; rollout_is_threshold bounds the weight) or rollout_rs");
+  GRPO_CHECK_CONFIG(off_policy_correction != OffPolicyCorrection::bypass || !weighs,
+                    "off_policy_correction bypass takes the sampler's log-probs as the old ones, so rollout_is and "
+                    "rollout_rs would compare them with themselves: leave both off, or use decoupled");
 }
 
 void select_advantage(GrpoTrainerOptions& options, std::string_view name) {
@@ -227,7 +249,7 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
       model_(model.build({.temperature = options_.sampling.temperature,
                           .fp32_lm_head = options_.fp32_lm_head,
                           .pack_sequences = options_.pack_sequences})),
-      generator_(parts.generator ? std::move(parts.generator) : model_->sampler_generator()),
+      generator_(parts.generator ? parts.generator : model_->sampler_generator()),
       selection_({.metric = options_.dynamic_sampling_metric,
                   .filter = options_.dynamic_sampling_filter,
                   .domain_filters = options_.dynamic_sampling_domain_filters,
@@ -270,6 +292,25 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
   }
   // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
   synced_reference_ = reference_ && options_.ref_sync_every > 0;
+  if (options_.max_staleness) {
+    GRPO_CHECK_CONFIG(group_.world_size() == 1,
+                      "max_staleness: the pipelined trainer runs in one process for now (this run has {} ranks: their "
+                      "generation workers' collectives would interleave with the trainers')",
+                      group_.world_size());
+    GRPO_CHECK_CONFIG(parts.generator == nullptr,
+                      "max_staleness: the pipeline samples with the library's sampler on its own copy of the weights; "
+                      "a GrpoTrainerParts::generator (multi-turn rollouts, --env) cannot be pipelined yet");
+    pipeline_ = std::make_unique<RolloutPipeline>(
+        model_->sampler_copy(), options_.generation_threads,
+        [this](std::int64_t step, std::size_t stage, Generator& generator) {
+          return collect_rollouts(step, generator, context_.stages()[stage]);
+        },
+        [this] {
+          TrainerState state;
+          prompts_.save_state(state);
+          return state;
+        });
+  }
 }
 
 void GrpoTrainer::add_callback(std::shared_ptr<TrainerCallback> callback) {
@@ -308,8 +349,7 @@ SamplerOptions GrpoTrainer::sampling_options(std::int64_t max_new_tokens, std::u
   return sampling;
 }
 
-ScoreShaping GrpoTrainer::shaping() const {
-  const ContextStage& stage = context_.current();
+ScoreShaping GrpoTrainer::shaping(const ContextStage& stage) const {
   return {.max_new_tokens = stage.max_new_tokens,
           .overlong_buffer = stage.overlong_buffer,
           .overlong_factor = stage.overlong_factor};
@@ -335,11 +375,47 @@ std::vector<Completion> GrpoTrainer::completions_of(const Rollout& rollout, std:
 }
 
 StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
-  const ContextStage& stage = context_.current();
+  if (!pipeline_) {
+    StepBatch out = collect_rollouts(step, *generator_, context_.current());
+    if (out.train && out.rows() > 0) add_log_probs(out);
+    return out;
+  }
+  // The batches of this step and the next s, when none is in flight (the run's start, a resume without them).
+  if (!pipeline_->pending(step)) {
+    pipeline_->clear();
+    submit_batches(step, step + *options_.max_staleness, step - 1);
+  }
+  StepBatch out = pipeline_->take(step);
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  pipeline_period_ = pipeline_step_start_ > 0.0 ? now - pipeline_step_start_ : 0.0;
+  pipeline_worker_busy_ = pipeline_->busy_seconds_taken() - pipeline_busy_before_;
+  pipeline_step_start_ = now;
+  pipeline_busy_before_ = pipeline_->busy_seconds_taken();
+  if (out.train && out.rows() > 0) add_log_probs(out);
+  return out;
+}
+
+std::size_t GrpoTrainer::stage_at(std::int64_t step) const {
+  ContextSchedule ahead = context_;
+  ahead.begin_step(step);
+  return ahead.index();
+}
+
+void GrpoTrainer::submit_batches(std::int64_t first, std::int64_t last, std::int64_t version) {
+  // Not past the run's last step, except the one asked for (a loop may run on past options.steps). One snapshot:
+  // the batches share its tensors.
+  const WeightsSnapshot weights = snapshot_trained_weights(model_->module());
+  for (std::int64_t j = first; j <= std::max(first, std::min(last, options_.steps)); ++j) {
+    pipeline_->submit(j, stage_at(j), version, weights);
+  }
+}
+
+StepBatch GrpoTrainer::collect_rollouts(std::int64_t step, Generator& generator, const ContextStage& stage) {
   StepBatch out;
   out.step = step;
   out.group_size = stage.group_size.value_or(options_.group_size);
   out.max_new_tokens = stage.max_new_tokens;
+  out.mask_truncated = stage.mask_truncated;
   const std::int64_t group_size = out.group_size;
   const bool dynamic_sampling = options_.dynamic_sampling_max_rounds > 0;
   GroupCollector collector({.target_groups = options_.prompts_per_step,
@@ -383,7 +459,7 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
       std::vector<std::uint64_t> keys(part.size());
       std::iota(keys.begin(), keys.end(), static_cast<std::uint64_t>(shard.begin) + begin);
       const auto sampling_started = std::chrono::steady_clock::now();
-      chunks.push_back(generator_->generate(
+      chunks.push_back(generator.generate(
           {.problems = part,
            .group_size = group_size,
            .sampling = sampling_options(stage.max_new_tokens,
@@ -391,7 +467,7 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
                                               : sample_seed ^ (static_cast<std::uint64_t>(c) * 0xD1B54A32D192ED03ULL)),
            .prompt_keys = std::move(keys)}));
       out.generation_seconds += seconds_since(sampling_started);
-      generation_parts.push_back(generator_->last_metrics());
+      generation_parts.push_back(generator.last_metrics());
       auto chunk_batch = completions_of(chunks.back(), part, group_size);
       for (Completion& completion : chunk_batch) completion.group += begin;  // index into this round's problems
       scoring.add(chunk_batch);
@@ -400,7 +476,7 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
     }
     const Rollout rollout = chunks.size() == 1 ? chunks.front() : concat_rollouts(chunks, prompts_.pad_token_id());
     const auto scoring_started = std::chrono::steady_clock::now();
-    StepScores scores = scoring.scores(round_batch, shaping());
+    StepScores scores = scoring.scores(round_batch, shaping(stage));
     add_rollout_rewards(scores, rollout);
     out.scoring_seconds += seconds_since(scoring_started);
     lengths.push_back(rollout.completion_lengths().to(torch::kFloat64));
@@ -472,17 +548,17 @@ StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   out.sampled_lengths = torch::cat(lengths);
   out.sampled_truncated = torch::cat(truncation);
   out.in_loss_groups = selection_.in_loss(out.totals, group_size);
+  out.source_metrics = prompts_.metrics(step);
   if (out.train && out.rows() > 0) {
     const auto greedy_started = std::chrono::steady_clock::now();
-    add_greedy_baselines(out);
+    add_greedy_baselines(out, generator, stage);
     out.generation_seconds += seconds_since(greedy_started);
-    add_log_probs(out);
   }
   return out;
 }
 
 bool GrpoTrainer::old_log_prob_pass() const {
-  return options_.mu > 1 || !options_.loss.rollout_rejection.empty() || options_.kl_in_reward.enabled() ||
+  return options_.mu > 1 || options_.off_policy_correction == OffPolicyCorrection::decoupled || !options_.loss.rollout_rejection.empty() || options_.kl_in_reward.enabled() ||
          options_.token_advantage.estimator == TokenAdvantageEstimator::optimal_token_baseline;
 }
 
@@ -517,16 +593,16 @@ void GrpoTrainer::add_log_probs(StepBatch& batch) {
   }
 }
 
-void GrpoTrainer::add_greedy_baselines(StepBatch& batch) {
+void GrpoTrainer::add_greedy_baselines(StepBatch& batch, Generator& generator, const ContextStage& stage) {
   if (options_.token_advantage.estimator != TokenAdvantageEstimator::remax) return;
   // verl remax: one greedy (do_sample=False) completion per prompt, scored by the same reward, is the baseline of
   // every completion of that prompt.
-  SamplerOptions sampling = sampling_options(context_.current().max_new_tokens, options_.sampling.seed);
+  SamplerOptions sampling = sampling_options(stage.max_new_tokens, options_.sampling.seed);
   sampling.temperature = 0.0;
   const Rollout greedy =
-      generator_->generate({.problems = batch.problems, .group_size = 1, .sampling = sampling, .prompt_keys = {}});
+      generator.generate({.problems = batch.problems, .group_size = 1, .sampling = sampling, .prompt_keys = {}});
   const std::vector<Completion> completions = completions_of(greedy, batch.problems, 1);
-  StepScores scores = scorer_.round().scores(completions, shaping());
+  StepScores scores = scorer_.round().scores(completions, shaping(stage));
   add_rollout_rewards(scores, greedy);
   std::vector<double> baselines(static_cast<std::size_t>(batch.rows()));
   double sum = 0.0, judged = 0.0;
@@ -551,10 +627,9 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   const TrainingModeScope training(model_->module(), /*training=*/true);
   const Rollout& rollout = batch.rollout;
   const std::int64_t rows = batch.rows();  // may be 0 on a rank whose groups were all dropped
-  const ContextStage& stage = context_.current();
-  // The loss mask: without the truncated completions when the stage filters them (DAPO overlong filtering).
+  // The loss mask: without the truncated completions when the batch's stage filters them (DAPO overlong filtering).
   torch::Tensor loss_mask =
-      stage.mask_truncated ? truncated_completion_mask(rollout.completion_mask, rollout.truncated) : rollout.completion_mask;
+      batch.mask_truncated ? truncated_completion_mask(rollout.completion_mask, rollout.truncated) : rollout.completion_mask;
   // The groups the batch's selection keeps out of the loss (ROLL's difficulty mask).
   if (batch.in_loss_groups.defined() && rows > 0) {
     const torch::Tensor rows_kept = batch.in_loss_groups.repeat_interleave(batch.group_size).unsqueeze(1);
@@ -565,8 +640,11 @@ UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageO
   // The loss takes the old log-probs (from collect_groups' log-prob pass) when μ > 1 and for rollout rejection
   // (verl compares the old log-probs with the sampler's); the reference's when there is a reference.
   const bool rejection = !options_.loss.rollout_rejection.empty();
-  const bool needs_old = options_.mu > 1 || rejection;
-  const torch::Tensor& old_log_probs = batch.old_log_probs;
+  // Decoupled off-policy correction: the proximal policy's log-probs, recomputed now. Bypass: the sampler's.
+  const bool bypass = options_.off_policy_correction == OffPolicyCorrection::bypass;
+  const bool needs_old =
+      options_.mu > 1 || rejection || bypass || options_.off_policy_correction == OffPolicyCorrection::decoupled;
+  const torch::Tensor& old_log_probs = bypass ? rollout.sampler_log_probs : batch.old_log_probs;
   const torch::Tensor& ref_log_probs = batch.ref_log_probs;
   if (batch.train && rows > 0 && rejection) {
     // Rejected tokens do not count in the normaliser (verl's modified response mask); GrpoLoss, given the mask
@@ -696,6 +774,43 @@ void GrpoTrainer::check_stage_metrics(const std::map<std::string, double>& logge
   stage_metrics_checked_ = true;
 }
 
+void GrpoTrainer::add_pipeline_metrics(const StepBatch& batch, std::vector<MetricValue>& values) const {
+  const double staleness = static_cast<double>(batch.step - 1 - batch.weights_version.value_or(batch.step - 1));
+  values.push_back({"pipeline/staleness", staleness, MetricReduction::max, 1.0});
+  values.push_back({"pipeline/weights_version", static_cast<double>(batch.weights_version.value_or(batch.step - 1)),
+                    MetricReduction::max, 1.0});
+  values.push_back({"pipeline/trainer_wait_s", pipeline_->last_wait_seconds(), MetricReduction::max, 1.0});
+  if (pipeline_period_ > 0.0) {  // from the second step on: the time between two batches taken
+    values.push_back({"pipeline/trainer_idle_frac", std::min(1.0, pipeline_->last_wait_seconds() / pipeline_period_),
+                      MetricReduction::max, 1.0});
+    values.push_back({"pipeline/sampler_idle_frac",
+                      std::clamp(1.0 - pipeline_worker_busy_ / pipeline_period_, 0.0, 1.0), MetricReduction::max, 1.0});
+  }
+  // The decoupled correction's importance weights π_prox / π_behave before truncation, at the loss's granularity
+  // (per token, or per sequence for the sequence modes), over the loss tokens; "clipped": outside the correction's
+  // [clip_min, clip_max]. Log-ratios are bounded by ±50 for the report.
+  if (!batch.train || batch.rows() == 0 || !batch.old_log_probs.defined() ||
+      options_.off_policy_correction != OffPolicyCorrection::decoupled) {
+    return;
+  }
+  const SamplerCorrectionOptions& correction = options_.loss.sampler_correction;
+  const torch::Tensor valid = batch.rollout.completion_mask != 0;
+  const torch::Tensor log_ratio =
+      (batch.old_log_probs.to(torch::kFloat64) - batch.rollout.sampler_log_probs.to(torch::kFloat64))
+          .masked_fill(~valid, 0.0);
+  const torch::Tensor weights = sampler_correction_is_per_sequence(correction.mode)
+                                    ? log_ratio.sum(1).masked_select(valid.any(1)).clamp(-50.0, 50.0).exp()
+                                    : log_ratio.masked_select(valid).clamp(-50.0, 50.0).exp();
+  if (weights.numel() == 0) return;
+  const double lower = correction.clip_min.value_or(0.0);
+  const torch::Tensor clipped = (weights > correction.clip_max) | (weights < lower);
+  const double n = static_cast<double>(weights.numel());
+  values.push_back({"pipeline/importance_weight/mean", weights.mean().item<double>(), MetricReduction::weighted_mean, n});
+  values.push_back({"pipeline/importance_weight/max", weights.max().item<double>(), MetricReduction::max, 1.0});
+  values.push_back({"pipeline/importance_weight/clipped_frac", clipped.to(torch::kFloat64).mean().item<double>(),
+                    MetricReduction::weighted_mean, n});
+}
+
 StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutput& adv, const UpdateResult& update,
                                     double seconds) {
   // Reward and length metrics cover every completion sampled this step (all rounds: the policy, not the filter); the
@@ -751,7 +866,8 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
     values.push_back({"timing_s/update_critic", update.critic_seconds, MetricReduction::max, 1.0});
   }
   for (const auto& [name, value] : batch.sampling_metrics) values.push_back({name, value, MetricReduction::max, 1.0});
-  for (const auto& [name, value] : prompts_.metrics(batch.step)) values.push_back({name, value, MetricReduction::max, 1.0});
+  for (const auto& [name, value] : batch.source_metrics) values.push_back({name, value, MetricReduction::max, 1.0});
+  if (pipeline_) add_pipeline_metrics(batch, values);
 
   StepReport report;
   report.step = batch.step;
@@ -790,6 +906,11 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
   // A metric-triggered context stage starts with the next step.
   if (const auto change = context_.end_step(batch.step, report.by_name)) {
     for (const auto& callback : callbacks_) callback->on_stage_switch(*this, *change);
+  }
+  // The batch s steps ahead may start now: its version (this step's weights) exists.
+  if (const std::int64_t next = batch.step + 1 + options_.max_staleness.value_or(0);
+      pipeline_ && next <= options_.steps && !pipeline_->pending(next)) {
+    submit_batches(next, next, batch.step);
   }
   return report;
 }

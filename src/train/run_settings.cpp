@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -271,6 +272,27 @@ OptionTable run_option_table(RunSettings& s) {
   add(make_option("overlap_scoring", s.overlap_scoring,
            "score each chunk's completions (completion-scoped rewards) while the next chunk is sampled; the numbers "
            "equal --no-overlap-scoring with the same chunks"));
+  // Pipelined rollouts (rollout_pipeline.hpp).
+  OptionSpec max_staleness = custom_option(
+      "max_staleness",
+      "pipelined rollouts: a worker with its own copy of the weights samples and scores the next steps' batches "
+      "while this one trains, each at most N updates behind (1 = verl-pipe's one step off; 0 = the pipeline on the "
+      "synchronous schedule; unset = the synchronous trainer). Needs --off-policy-correction when N > 0",
+      "N");
+  max_staleness.assign = [&t](const std::vector<std::string>& v) {
+    const double n = option_number(v.at(0), [](const double& x) {
+      return x >= 0 && x == std::floor(x) ? std::string() : std::string("an integer >= 0");
+    });
+    t.max_staleness = static_cast<std::int64_t>(n);
+  };
+  max_staleness.yaml = [&t] { return t.max_staleness ? fmt::format("{}", *t.max_staleness) : std::string(); };
+  add(std::move(max_staleness));
+  add(enum_option("off_policy_correction", t.off_policy_correction,
+                  "pipelined rollouts: decoupled (the trainer's log-probs recomputed as the proximal policy, "
+                  "--rollout-is weighs by proximal/behaviour) or bypass (the PPO ratio against the sampler's "
+                  "log-probs)"));
+  add(make_option("generation_threads", t.generation_threads,
+                  "pipelined rollouts: the worker's intra-op threads (0 = LibTorch's default)", at_least_zero()));
   // KL.
   add(enum_option("kl_control", t.kl.type,
                 "KL coefficient control: fixed or adaptive (β from --beta, moved towards --kl-target)"));

@@ -20,6 +20,7 @@ check() {
 check "r1_zero tiny task: GRPO lifts held-out accuracy*" "CHECK( after >= 0.7 )"
 check "r1_zero tiny task: ReMax (each prompt's greedy completion as the baseline) lifts held-out accuracy" "CHECK( after >= 0.65 )"
 check "r1_zero tiny task: PPO with a critic (GAE) lifts held-out accuracy*" "CHECK( after >= 0.9 )"
+check "r1_zero tiny task: pipelined rollouts one step off (decoupled correction) lift held-out accuracy" "CHECK( after >= 0.7 )"
 check "r1_zero --dtype bf16 (fp32 master weights) learns the tiny task as fp32 does" "CHECK( metrics.at(160).at(\"eval/mean_accuracy\") >= 0.7 )"
 check "r1_zero --dtype bf16 --optimizer-precision compensated learns the tiny task without fp32 master weights" "CHECK( metrics.at(160).at(\"eval/mean_accuracy\") >= 0.7 )"
 check "r1_zero --lora-r trains adapters only and learns the tiny task*" "CHECK( metrics.at(200).at(\"eval/mean_accuracy\") >= 0.55 )"

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tiny model configurations for tests that need a real grpo::models::CausalLM.
+// Tiny model configurations for tests that need a real grpo::models::CausalLM, and copies of a module's parameters to
+// compare runs by.
 #pragma once
 
 #include <grpo/models/causal_lm.hpp>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace grpo::testing {
 
@@ -57,6 +59,22 @@ inline std::filesystem::path fresh_temp_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+/// Copies of a module's parameters, in order.
+inline std::vector<torch::Tensor> parameters_of(torch::nn::Module& module) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : module.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+/// Whether two lists of tensors are equal element for element (torch::equal: same shapes and values).
+inline bool same_tensors(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!torch::equal(a[i], b[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace grpo::testing

@@ -15,6 +15,7 @@
 #include <vector>
 
 using namespace grpo;
+using testing::parameters_of;
 using testing::rows_of;
 
 namespace {
@@ -34,20 +35,6 @@ testing::SuccessorRun ppo_run(const std::function<void(train::GrpoTrainerOptions
       /*with_critic=*/true);
 }
 
-/// Copies of a module's parameters, in order.
-std::vector<torch::Tensor> parameters_of(torch::nn::Module& module) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : module.parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-bool same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (!torch::equal(a[i], b[i])) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -175,13 +162,13 @@ TEST_CASE("GrpoTrainer gae: critic_warmup steps train the critic alone", "[train
     CHECK(report.by_name.count("critic/vf_loss") == 1);
     CHECK(report.by_name.count("loss") == 0);  // no policy update, no policy loss
     const auto critic_now = parameters_of(*trainer.critic()->model());
-    CHECK(same(parameters_of(trainer.module()), policy));
-    CHECK(!same(critic_now, critic));
+    CHECK(testing::same_tensors(parameters_of(trainer.module()), policy));
+    CHECK(!testing::same_tensors(critic_now, critic));
     critic = critic_now;
   }
   const auto report = trainer.step(3);
   CHECK(report.by_name.count("loss") == 1);
-  CHECK(!same(parameters_of(trainer.module()), policy));
+  CHECK(!testing::same_tensors(parameters_of(trainer.module()), policy));
 }
 
 TEST_CASE("GrpoTrainer gae: a checkpoint holds the critic, and the resumed step equals the uninterrupted one",
@@ -205,8 +192,9 @@ TEST_CASE("GrpoTrainer gae: a checkpoint holds the critic, and the resumed step 
     INFO(name);
     CHECK(again.by_name.at(name) == uninterrupted.by_name.at(name));
   }
-  CHECK(same(parameters_of(*resumed.trainer->critic()->model()), parameters_of(*run.trainer->critic()->model())));
-  CHECK(same(parameters_of(resumed.trainer->module()), parameters_of(run.trainer->module())));
+  CHECK(testing::same_tensors(parameters_of(*resumed.trainer->critic()->model()),
+                              parameters_of(*run.trainer->critic()->model())));
+  CHECK(testing::same_tensors(parameters_of(resumed.trainer->module()), parameters_of(run.trainer->module())));
 
   // A run without a critic cannot resume into one that has it: the error names the missing part.
   const auto plain_dir = dir / "plain";

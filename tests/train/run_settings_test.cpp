@@ -49,7 +49,7 @@ TEST_CASE("Run option table: every option is in --help, accepted as a config key
   const std::map<std::string, std::string> samples = {
       {"model", dir.string()}, {"data", (dir / "file.json").string()}, {"prompt_field", "question"},
       {"answer_field", "answer"}, {"lora_target_modules", "[q_proj, v_proj]"}, {"lora_adapter", dir.string()},
-      {"critic_model", dir.string()},
+      {"critic_model", dir.string()}, {"max_staleness", "1"},
       {"advantage_clip", "2"}, {"reward_clip", "3"}, {"dual_clip", "3"},
       {"dynamic_sampling_mean_above", "0.1"}, {"dynamic_sampling_mean_below", "0.9"},
       {"difficulty_mask", "[0.1, 0.9]"}, {"rollout_is", "token"}, {"rollout_is_threshold", "2.5"}, {"rollout_rs", "token_k1"},

@@ -83,13 +83,14 @@ struct CheckpointedModel {
 /// missing or has another shape or dtype than the module's (a checkpoint of another architecture).
 CheckpointedModel module_checkpoint(std::shared_ptr<torch::nn::Module> module);
 
-/// A further model a checkpoint carries with its own optimizer (a PPO critic): saved in the subdirectory `name` as
-/// the main model is (its weights, optimizer.pt, the masters of a mixed-precision `master_weights`), loaded back in
-/// place. The optimizer (and the masters, when given) must outlive the call.
+/// A further model a checkpoint carries, with its own optimizer (a PPO critic) or without one (weights only: a pipelined
+/// run's weights in flight): saved in the subdirectory `name` as the main model is (its weights, optimizer.pt when
+/// there is an optimizer, the masters of a mixed-precision `master_weights`), loaded back in place. The optimizer
+/// (and the masters, when given) must outlive the call.
 struct CheckpointPart {
   std::string name;  ///< the subdirectory: one path component, not one of the checkpoint's own names
   CheckpointedModel model;
-  torch::optim::Optimizer* optimizer = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;  ///< null: weights only
   MasterWeights* master_weights = nullptr;
 };
 

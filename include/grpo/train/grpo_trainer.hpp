@@ -34,6 +34,7 @@
 #pragma once
 
 #include <grpo/advantage/group_advantage.hpp>
+#include <grpo/core/enum_names.hpp>
 #include <grpo/advantage/token_advantages.hpp>
 #include <grpo/kl/kl_penalty.hpp>
 #include <grpo/loss/grpo_loss.hpp>
@@ -54,6 +55,7 @@
 #include <grpo/train/master_weights.hpp>
 #include <grpo/train/metrics_writer.hpp>
 #include <grpo/train/prompt_source.hpp>
+#include <grpo/train/rollout_pipeline.hpp>
 #include <grpo/train/step_scorer.hpp>
 #include <grpo/train/trained_model.hpp>
 
@@ -85,6 +87,29 @@ struct KlInRewardOptions {
 
   bool enabled() const { return beta > 0.0; }
 };
+
+/// What a pipelined run (GrpoTrainerOptions::max_staleness > 0) does about batches sampled by older weights than the
+/// ones that train on them. The behaviour log-probs are the sampler's (Rollout::sampler_log_probs, recorded at the
+/// trainer's temperature from the full distribution, before top-k/top-p filtering).
+///   decoupled  the decoupled PPO objective (Hilton et al. 2022, "Batch size-invariance for policy optimization"; AReaL,
+///              verl's rollout correction): the proximal policy is the trainer's weights when the batch trains (its
+///              log-probs recomputed then: the old log-prob pass), the PPO ratio π_θ/π_prox clipped as usual, and each
+///              token's loss weighed by π_prox/π_behave through loss.sampler_correction (truncated or masked), or
+///              filtered by loss.rollout_rejection; one of the two must be set.
+///   bypass     the behaviour policy is the proximal one: the old log-probs are the sampler's, so the PPO ratio is
+///              π_θ/π_behave and its clipping bounds the whole drift (verl's bypass mode); no recomputation.
+///   none       no correction: refused with max_staleness > 0 (TRL's async GRPO without one, trl#6945).
+enum class OffPolicyCorrection { none, decoupled, bypass };
+
+namespace detail {
+inline constexpr ::grpo::detail::EnumNames<OffPolicyCorrection, 3> kOffPolicyCorrectionNames{{
+    {OffPolicyCorrection::none, "none"},
+    {OffPolicyCorrection::decoupled, "decoupled"},
+    {OffPolicyCorrection::bypass, "bypass"},
+}};
+}  // namespace detail
+GRPO_ENUM_NAMES(OffPolicyCorrection, detail::kOffPolicyCorrectionNames, "off-policy correction",
+                parse_off_policy_correction);
 
 struct GrpoTrainerOptions {
   std::int64_t steps = 200;             ///< the run's length: the learning-rate schedule's total
@@ -182,6 +207,18 @@ struct GrpoTrainerOptions {
   /// the eval_samples samples: greedy accuracy next to pass@1 at the evaluation temperature.
   bool eval_greedy = false;
   std::uint64_t seed = 1;               ///< sampling seeds (by step, rank, round and chunk) and the checkpoint's seed
+  /// Pipelined rollouts (rollout_pipeline.hpp): set, a worker thread with a sampler copy of the policy collects
+  /// (samples and scores) the batches of later steps while the trainer trains; batch j is sampled with the weights
+  /// after step j − 1 − s (the starting weights for the first s + 1 batches), so it is at most s = max_staleness
+  /// updates behind the weights that train on it. 0 runs the pipeline's machinery on the synchronous schedule (the
+  /// same numbers as unset); 1 is verl-pipe's one-step-off schedule. Unset: the synchronous trainer. One process only
+  /// (the worker's collectives would interleave with the trainer's), with the library's sampler (not a
+  /// GrpoTrainerParts::generator).
+  std::optional<std::int64_t> max_staleness;
+  /// With max_staleness > 0: how the loss corrects for the older weights (required).
+  OffPolicyCorrection off_policy_correction = OffPolicyCorrection::none;
+  /// The pipeline worker's intra-op threads (its own at::set_num_threads); 0 = LibTorch's default for a new thread.
+  std::int64_t generation_threads = 0;
 
   /// Throws ConfigError naming the field: steps, P, mu, micro_batches, generation_chunks, eval_samples < 1, G < 2,
   /// negative counts or rates, ref_sync_alpha outside [0, 1], and the sampling, loss and advantage options' own checks.
@@ -193,6 +230,10 @@ struct StepBatch {
   std::int64_t step = 0;
   std::int64_t group_size = 0;
   std::int64_t max_new_tokens = 0;
+  bool mask_truncated = false;                ///< the stage's DAPO overlong filtering (ContextStage::mask_truncated)
+  /// A pipelined run's: the weights that sampled the batch, as the step whose update made them (0: the starting
+  /// weights); the batch trains on the weights after step − 1. Unset in a synchronous run (the current weights).
+  std::optional<std::int64_t> weights_version;
   bool train = true;                          ///< false: dynamic sampling found too few groups and skips the step
   Rollout rollout;                            ///< [rows, ...], rows = problems.size() · group_size (may be 0)
   std::vector<Problem> problems;              ///< this rank's kept prompts
@@ -209,6 +250,8 @@ struct StepBatch {
   /// The generator's metrics (Generator::last_metrics) over every generate call of the step.
   std::vector<MetricValue> generation_metrics;
   std::vector<std::pair<std::string, double>> sampling_metrics;
+  /// The prompt source's metrics after it observed this batch (PromptSource::metrics).
+  std::vector<std::pair<std::string, double>> source_metrics;
   torch::Tensor sampled_lengths, sampled_truncated;
   /// The log-prob pass, [rows, T] (float32; float64 for a float64 model), undefined unless needed: the rollout
   /// policy's log-probs before the update (μ > 1, rollout rejection, KL in the reward, the optimal token baseline),
@@ -344,6 +387,9 @@ class GrpoTrainer {
   // The phases, in order.
   /// Enters the step's context stage (on_stage_switch when it changes) and sets the learning rate.
   void begin_step(std::int64_t step);
+  /// The step's batch. A pipelined run (max_staleness set) takes it from the pipeline's worker, which sampled and
+  /// scored it at its weights version (submitting the step and the next s first when they are not pending: at the
+  /// start, or after a checkpoint without batches in flight), then runs the log-prob pass on the current weights.
   StepBatch collect_groups(std::int64_t step);
   /// advantages [rows] (group-relative) or [rows, T] float64 (token-level; 0 at masked positions). With KL in the
   /// reward, the optimal token baseline or ReMax it reads the batch's log-prob pass and greedy baselines (a batch
@@ -351,14 +397,18 @@ class GrpoTrainer {
   AdvantageOutput advantages(const StepBatch& batch) const;
   /// Nothing (and no collective) when the step does not train; every rank must agree, which collect_groups ensures.
   UpdateResult policy_update(const StepBatch& batch, const AdvantageOutput& advantages);
+  /// A pipelined run also admits batch step + 1 + s here, with the weights this step's update made.
   StepReport finish_step(const StepBatch& batch, const AdvantageOutput& advantages, const UpdateResult& update,
                          double seconds);
 
   /// k = eval_samples samples per held-out problem with the evaluation sampling options, graded by the scorer's judges:
-  /// mean accuracy, pass@k, maj@k. Calls on_evaluation. `max_new_tokens` = 0: the current stage's limit.
+  /// mean accuracy, pass@k, maj@k. Calls on_evaluation. `max_new_tokens` = 0: the current stage's limit. A pipelined
+  /// run's worker finishes the batches admitted and waits meanwhile (it shares the scorer and the prompt source).
   EvaluationReport evaluate(std::int64_t step, std::int64_t max_new_tokens = 0);
 
-  /// Writes checkpoint `step` (rank 0 writes, every rank takes part) and calls on_save.
+  /// Writes checkpoint `step` (rank 0 writes, every rank takes part) and calls on_save. A pipelined run's checkpoint
+  /// also holds its batches in flight, to regenerate them exactly: their steps, stages and weights versions
+  /// (pipeline/: the trained weights of each version) and the prompt source's state before the oldest of them.
   std::optional<std::filesystem::path> save(CheckpointManager& checkpoints, std::int64_t step);
   /// Loads the newest checkpoint of `checkpoints`, if any: model, optimizer, RNG, synced reference, the critic (its
   /// weights, optimizer and masters in critic/), KL coefficient (adaptive control only: a fixed β is the options'),
@@ -395,8 +445,18 @@ class GrpoTrainer {
   /// The sampling options of every generation request: the run's, with `max_new_tokens`, the prompt source's stop
   /// and padding ids and `seed`.
   SamplerOptions sampling_options(std::int64_t max_new_tokens, std::uint64_t seed) const;
-  /// The scorer's shaping at the current context stage (its overlong punishment).
-  ScoreShaping shaping() const;
+  /// The scorer's shaping at a context stage (its overlong punishment).
+  ScoreShaping shaping(const ContextStage& stage) const;
+  /// Prompts, sampling (with `generator`) and scoring of step `step`'s groups at `stage`, the group selection and
+  /// ReMax's greedy completions: the part of collect_groups that needs no trainer weights (the pipeline's worker
+  /// runs it with its own generator).
+  StepBatch collect_rollouts(std::int64_t step, Generator& generator, const ContextStage& stage);
+  /// The context stage (its index) that begin_step(step) would enter from the current one.
+  std::size_t stage_at(std::int64_t step) const;
+  /// Admits batches first … last to the pipeline with the current weights as version `version`.
+  void submit_batches(std::int64_t first, std::int64_t last, std::int64_t version);
+  /// The pipeline's metrics of a step: staleness, importance weights of the decoupled correction, idle fractions.
+  void add_pipeline_metrics(const StepBatch& batch, std::vector<MetricValue>& values) const;
   void check_stage_metrics(const std::map<std::string, double>& logged);
   /// With loss.top_entropy_quantile < 1: the entropy quantile over the loss tokens (kept_mask) of the whole batch of
   /// every rank, from a forward without gradients in micro-batches of `micro` rows; nullopt otherwise.
@@ -407,7 +467,7 @@ class GrpoTrainer {
   /// Whether collect_groups computes the rollout policy's log-probs (μ > 1, rollout rejection, KL in the reward, the
   /// optimal token baseline): then finish_step reports the sampler's mismatch with them.
   bool old_log_prob_pass() const;
-  void add_greedy_baselines(StepBatch& batch);
+  void add_greedy_baselines(StepBatch& batch, Generator& generator, const ContextStage& stage);
   /// [rows, T] bool: the completion tokens the token-level estimators and the critic train on: completion_mask of
   /// the rows with a reward total (and, for ReMax, a greedy baseline).
   torch::Tensor estimator_mask(const StepBatch& batch) const;
@@ -433,6 +493,11 @@ class GrpoTrainer {
   double learning_rate_ = 0.0;  // of the current step
   bool stage_metrics_checked_ = false;
   std::vector<std::shared_ptr<TrainerCallback>> callbacks_;
+  // The pipelined run's worker (max_staleness set); last, so that it stops before the members it uses go.
+  std::unique_ptr<RolloutPipeline> pipeline_;
+  double pipeline_step_start_ = 0.0;  // steady-clock seconds when the previous batch was taken
+  double pipeline_busy_before_ = 0.0;  // the worker's busy seconds as of then
+  double pipeline_period_ = 0.0, pipeline_worker_busy_ = 0.0;  // of the last step
 };
 
 }  // namespace grpo::train

@@ -41,6 +41,9 @@ class TrainedModel {
   /// The KL term's reference: a frozen deep copy (no grad, eval mode) of this model; for a model with LoRA adapters,
   /// this model itself with its adapters off while it computes (the base model, no second copy of the weights).
   virtual std::unique_ptr<TrainedModel> reference() = 0;
+  /// A deep copy of this model (its LoRA adapters included: the policy as it samples), frozen and in evaluation
+  /// mode: the sampler copy of a pipelined run (rollout_pipeline.hpp), which loads the trained weights of each version.
+  virtual std::unique_ptr<TrainedModel> sampler_copy() = 0;
   /// Whether reference() shares this model's weights (LoRA: the reference is the base model under the adapters).
   virtual bool reference_shares_weights() const = 0;
   /// This (reference) model moves towards `policy`: θ ← α·θ_policy + (1 − α)·θ (TR-DPO); `policy` must be of the
@@ -80,6 +83,26 @@ class TrainedModelOf final : public TrainedModel {
       return std::make_unique<TrainedModelOf>(policy_.model(), policy_.options(), /*adapters_off=*/true);
     }
     Policy<ModelType> frozen = policy_.frozen_copy();
+    return std::make_unique<TrainedModelOf>(frozen.model(), frozen.options());
+  }
+
+  std::unique_ptr<TrainedModel> sampler_copy() override {
+    Policy<ModelType> frozen = policy_.frozen_copy();
+    if constexpr (kCausalLM) {
+      // deep_copy leaves the adapters out: the copy gets adapters of its own (the same names), then this model's
+      // values of every parameter, the adapters' included.
+      if (const auto& lora = policy_.model()->lora_options()) {
+        models::CausalLM copy = frozen.model();
+        models::add_lora(copy, *lora);
+        torch::NoGradGuard no_grad;
+        auto source = policy_.model()->named_parameters();
+        for (auto& p : copy->named_parameters()) {
+          if (const torch::Tensor* from = source.find(p.key())) p.value().copy_(*from);
+          p.value().set_requires_grad(false);
+        }
+        copy->eval();
+      }
+    }
     return std::make_unique<TrainedModelOf>(frozen.model(), frozen.options());
   }
 

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+// RolloutPipeline: the generation worker of a pipelined GRPO run (rLLM's verl-pipe, verl's one_step_off_policy, AReaL's
+// bounded staleness). A worker thread owns a sampler copy of the policy and collects the batches of later steps —
+// prompts, sampling and scoring, the part of a step that needs no trainer weights — while the trainer trains on the
+// current one. Every batch is generated at one weights version: the number of optimizer updates behind the weights it
+// was sampled with. GrpoTrainer admits batch j with the weights of version j − 1 − s (s = max_staleness; version 0,
+// the starting weights, for the first s + 1 batches), so a batch is at most s versions behind the weights that train
+// on it, by admission: the worker cannot start a batch before its version exists. Which version generates which batch
+// does not depend on timing, so a pipelined run repeats bit for bit, and resumes so.
+//
+//   main thread (trainer)                         worker (sampler copy, scorer, prompt source)
+//   submit(j, version j − 1 − s, weights)   ───►  loads the weights, collects batch j
+//   take(k): waits for batch k              ◄───  batch k (or the exception that stopped it)
+//
+// GrpoTrainer builds one when GrpoTrainerOptions::max_staleness is set; users drive it through the trainer's phases.
+#pragma once
+
+#include <grpo/train/checkpoint.hpp>
+#include <grpo/train/generator.hpp>
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace grpo::train {
+
+struct StepBatch;
+class TrainedModel;
+
+/// The trained parameters of one weights version by name (CPU or device copies, detached): all a sampler copy needs,
+/// since the parameters that do not train never change.
+using WeightsSnapshot = std::vector<std::pair<std::string, torch::Tensor>>;
+
+/// Copies of `module`'s parameters that require grad, by name (no gradient).
+WeightsSnapshot snapshot_trained_weights(const torch::nn::Module& module);
+
+class RolloutPipeline {
+ public:
+  /// Collects batch `step` at context stage `stage` (an index into the trainer's stages) with `generator` (the
+  /// worker's, over the sampler copy). Runs on the worker thread.
+  using Collect = std::function<StepBatch(std::int64_t step, std::size_t stage, Generator& generator)>;
+  /// The prompt source's state (PromptSource::save_state) before a batch is collected: what a checkpoint saves to
+  /// regenerate the batches in flight. Runs on the worker thread.
+  using SourceState = std::function<TrainerState()>;
+
+  /// `sampler`: a copy of the policy (TrainedModel::sampler_copy) that only the worker uses; `generation_threads` > 0
+  /// sets the worker's intra-op thread count (at::set_num_threads on its thread), 0 leaves the default.
+  RolloutPipeline(std::unique_ptr<TrainedModel> sampler, std::int64_t generation_threads, Collect collect,
+                  SourceState source_state);
+  /// Stops the worker after its current batch and joins it.
+  ~RolloutPipeline();
+  RolloutPipeline(const RolloutPipeline&) = delete;
+  RolloutPipeline& operator=(const RolloutPipeline&) = delete;
+
+  /// Admits batch `step`, to be generated at context stage `stage` with `weights`, the weights of version `version`.
+  /// Steps are submitted in increasing order; the worker collects them in that order.
+  void submit(std::int64_t step, std::size_t stage, std::int64_t version, WeightsSnapshot weights);
+  /// Whether batch `step` was submitted and not yet taken.
+  bool pending(std::int64_t step) const;
+  /// Waits for batch `step` (the oldest pending one) and returns it with its `weights_version` set; rethrows the
+  /// exception that stopped the worker on it or on an earlier batch (and on every later call). grpo::Error when `step`
+  /// is not the oldest pending batch.
+  StepBatch take(std::int64_t step);
+  /// Waits until the worker has collected every submitted batch (none running), then holds it still until the
+  /// returned lock is released: what evaluation and checkpoints need, as they share the scorer and the prompt source
+  /// with it. Rethrows the worker's exception.
+  std::unique_lock<std::mutex> quiesce();
+
+  /// What a checkpoint needs to regenerate the batches in flight exactly (call while quiesced): the pending steps,
+  /// their versions and weights (one snapshot per version), and the prompt source's state before the oldest of them.
+  struct InFlight {
+    struct Step {
+      std::int64_t step = 0, version = 0;
+      std::size_t stage = 0;
+    };
+    std::vector<Step> steps;                                    ///< oldest first
+    std::map<std::int64_t, WeightsSnapshot> weights;            ///< by version
+    TrainerState source_before;
+  };
+  InFlight in_flight() const;
+  /// Drops every pending batch, after the one the worker collects (if any) is done: before a restore submits the
+  /// batches that were in flight again.
+  void clear();
+
+  /// Seconds the trainer waited in take() for its last batch, and the worker's busy seconds (loading weights,
+  /// collecting) over the batches taken so far.
+  double last_wait_seconds() const { return last_wait_seconds_; }
+  double busy_seconds_taken() const { return busy_taken_; }
+
+ private:
+  struct Job {
+    std::int64_t step = 0;
+    std::int64_t version = 0;
+    std::size_t stage = 0;
+    std::shared_ptr<const WeightsSnapshot> weights;
+    std::optional<TrainerState> source_before;
+    std::shared_ptr<StepBatch> batch;  // set when collected
+    double busy_seconds = 0.0;
+  };
+  void run();
+  void load_weights(const WeightsSnapshot& weights);
+  void rethrow_locked() const;
+
+  std::unique_ptr<TrainedModel> sampler_;
+  std::shared_ptr<Generator> generator_;
+  std::int64_t generation_threads_ = 0;
+  Collect collect_;
+  SourceState source_state_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Job> jobs_;          // pending, in step order; the worker collects the first without a batch
+  bool running_job_ = false;      // the worker is collecting (mutex_ released meanwhile)
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::int64_t loaded_version_ = -1;
+  double last_wait_seconds_ = 0.0, busy_taken_ = 0.0;
+  std::thread worker_;
+};
+
+}  // namespace grpo::train

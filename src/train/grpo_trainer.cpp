@@ -293,17 +293,23 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
   // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
   synced_reference_ = reference_ && options_.ref_sync_every > 0;
   if (options_.max_staleness) {
-    GRPO_CHECK_CONFIG(group_.world_size() == 1,
-                      "max_staleness: the pipelined trainer runs in one process for now (this run has {} ranks: their "
-                      "generation workers' collectives would interleave with the trainers')",
-                      group_.world_size());
+    if (group_.world_size() > 1) {
+      ProcessGroupOptions workers = group_.options();
+      GRPO_CHECK_CONFIG(workers.master_port < 65535,
+                        "max_staleness with {} ranks: the workers' process group uses MASTER_PORT + 1, and MASTER_PORT "
+                        "is {}",
+                        workers.world_size, workers.master_port);
+      workers.master_port += 1;
+      workers.backend = DistributedBackend::gloo;  // the workers exchange pass rates: CPU tensors
+      worker_group_ = std::make_unique<ProcessGroup>(workers);
+    }
     GRPO_CHECK_CONFIG(parts.generator == nullptr,
                       "max_staleness: the pipeline samples with the library's sampler on its own copy of the weights; "
                       "a GrpoTrainerParts::generator (multi-turn rollouts, --env) cannot be pipelined yet");
     pipeline_ = std::make_unique<RolloutPipeline>(
         model_->sampler_copy(), options_.generation_threads,
         [this](std::int64_t step, std::size_t stage, Generator& generator) {
-          return collect_rollouts(step, generator, context_.stages()[stage]);
+          return collect_rollouts(step, generator, context_.stages()[stage], worker_group_ ? *worker_group_ : group_);
         },
         [this] {
           TrainerState state;
@@ -376,7 +382,7 @@ std::vector<Completion> GrpoTrainer::completions_of(const Rollout& rollout, std:
 
 StepBatch GrpoTrainer::collect_groups(std::int64_t step) {
   if (!pipeline_) {
-    StepBatch out = collect_rollouts(step, *generator_, context_.current());
+    StepBatch out = collect_rollouts(step, *generator_, context_.current(), group_);
     if (out.train && out.rows() > 0) add_log_probs(out);
     return out;
   }
@@ -410,7 +416,8 @@ void GrpoTrainer::submit_batches(std::int64_t first, std::int64_t last, std::int
   }
 }
 
-StepBatch GrpoTrainer::collect_rollouts(std::int64_t step, Generator& generator, const ContextStage& stage) {
+StepBatch GrpoTrainer::collect_rollouts(std::int64_t step, Generator& generator, const ContextStage& stage,
+                                        ProcessGroup& group) {
   StepBatch out;
   out.step = step;
   out.group_size = stage.group_size.value_or(options_.group_size);
@@ -434,7 +441,7 @@ StepBatch GrpoTrainer::collect_rollouts(std::int64_t step, Generator& generator,
     const auto all_problems = prompts_.train_batch(step, round_prompts);
     GRPO_CHECK(static_cast<std::int64_t>(all_problems.size()) == round_prompts,
                "PromptSource::train_batch returned {} prompts for {} asked", all_problems.size(), round_prompts);
-    const auto shard = shard_range(round_prompts, group_.rank(), group_.world_size());
+    const auto shard = shard_range(round_prompts, group.rank(), group.world_size());
     const std::vector<Problem> problems(all_problems.begin() + shard.begin, all_problems.begin() + shard.end);
     // Keyed noise: one stream per step and round, each prompt keyed by its index in the round's global batch, so
     // neither the ranks nor the chunks change a completion. The generator: a seed per rank and chunk (chunk 0's is
@@ -445,7 +452,7 @@ StepBatch GrpoTrainer::collect_rollouts(std::int64_t step, Generator& generator,
                            (round * 0x9E3779B97F4A7C15ULL)}
                     .next()
               : ((options_.seed * 1000003 + static_cast<std::uint64_t>(step)) * 131 +
-                 static_cast<std::uint64_t>(group_.rank())) ^
+                 static_cast<std::uint64_t>(group.rank())) ^
                     (round * 0x9E3779B97F4A7C15ULL);
     // Chunks of the shard's prompts; a prefetching scorer scores chunk k while chunk k + 1 is sampled.
     ScoringRound scoring = scorer_.round();
@@ -499,7 +506,7 @@ StepBatch GrpoTrainer::collect_rollouts(std::int64_t step, Generator& generator,
       flag[0][shard.begin + i] = judged > 0 ? correct / judged : NAN;
       flag[1][shard.begin + i] = dynamic_sampling ? informative[static_cast<std::size_t>(i)] : 1.0;
     }
-    group_.all_reduce_(flags);
+    group.all_reduce_(flags);
     const torch::Tensor pass_rates = flags[0].contiguous();
     prompts_.observe(all_problems, std::span<const double>(pass_rates.data_ptr<double>(), all_problems.size()), step);
     std::vector<std::uint8_t> spread(static_cast<std::size_t>(round_prompts));

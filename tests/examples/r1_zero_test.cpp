@@ -105,6 +105,13 @@ std::vector<CompletionLine> read_completions(const fs::path& output_dir) {
   return out;
 }
 
+/// Step → the (prompt, completion) pairs a run logged in completions.jsonl.
+std::map<std::int64_t, std::multiset<std::pair<std::string, std::string>>> completions_by_step(const fs::path& dir) {
+  std::map<std::int64_t, std::multiset<std::pair<std::string, std::string>>> out;
+  for (const auto& line : read_completions(dir)) out[line.step].insert({line.prompt, line.completion});
+  return out;
+}
+
 }  // namespace
 
 // What the tiny task's held-out accuracy is without learning ("max d1 … d5 =", the answer the largest digit, uniform
@@ -926,13 +933,8 @@ TEST_CASE("r1_zero on two ranks follows the one-rank run: the same completions, 
                                               grpo::testing::r1_zero_path() + " --output-dir " + two_dir.string() + args + " 2>&1");
   INFO(two.out);
   REQUIRE(two.status == 0);
-  // Step → the (prompt, completion) pairs each run logged; the two-rank run's must be among the one-rank run's.
-  const auto by_step = [](const fs::path& dir) {
-    std::map<std::int64_t, std::multiset<std::pair<std::string, std::string>>> out;
-    for (const auto& line : read_completions(dir)) out[line.step].insert({line.prompt, line.completion});
-    return out;
-  };
-  const auto one_completions = by_step(one_dir), two_completions = by_step(two_dir);
+  // The two-rank run's (prompt, completion) pairs of each step must be among the one-rank run's.
+  const auto one_completions = completions_by_step(one_dir), two_completions = completions_by_step(two_dir);
   std::int64_t first_difference = 0;
   for (std::int64_t step = 1; step <= 30 && first_difference == 0; ++step) {
     const auto& mine = two_completions.at(step);
@@ -958,6 +960,35 @@ TEST_CASE("r1_zero on two ranks follows the one-rank run: the same completions, 
       CHECK(std::abs(a - b) <= (step == 1 ? 1e-5 : 1e-4) * std::max(1.0, std::abs(a)));
     }
   }
+}
+
+TEST_CASE("r1_zero on two ranks with pipelined rollouts follows the one-rank pipelined run", "[examples][distributed]") {
+  // With s = 1, batches 1 and 2 are both sampled with the starting weights: both runs draw the same completions for
+  // them (keyed noise), and the losses agree to the fp32 rounding of one rank's gradient sum against two.
+  const std::string args = " --steps 4 --eval-every 0 --eval-problems 8 --eval-samples 1 --save-every 0 "
+                           "--log-completions 1000 --no-tensorboard --max-staleness 1 --off-policy-correction bypass";
+  const auto one_dir = scratch("pipelined_one"), two_dir = scratch("pipelined_two");
+  const auto one = r1_zero(args, one_dir);
+  REQUIRE(one.status == 0);
+  const auto two = grpo::testing::run_command(std::string(grpo::testing::source_dir()) + "/scripts/launch.sh -n 2 " +
+                                              grpo::testing::r1_zero_path() + " --output-dir " + two_dir.string() +
+                                              args + " 2>&1");
+  INFO(two.out);
+  REQUIRE(two.status == 0);
+  const auto one_completions = completions_by_step(one_dir), two_completions = completions_by_step(two_dir);
+  const auto one_metrics = read_metrics(one_dir), two_metrics = read_metrics(two_dir);
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    INFO("step " << step);
+    const auto& mine = two_completions.at(step);  // rank 0's share
+    REQUIRE(!mine.empty());
+    for (const auto& pair : mine) CHECK(one_completions.at(step).count(pair) >= mine.count(pair));
+    for (const char* name : {"loss", "reward", "completions/mean_length", "pipeline/staleness"}) {
+      INFO(name);
+      const double a = one_metrics.at(step).at(name), b = two_metrics.at(step).at(name);
+      CHECK(std::abs(a - b) <= 1e-4 * std::max(1.0, std::abs(a)));
+    }
+  }
+  CHECK(two_metrics.at(4).at("pipeline/staleness") == 1.0);
 }
 
 TEST_CASE("r1_zero pass-rate filter: a failing judge scores nothing and retires no prompt, a judge saying no retires "

@@ -211,9 +211,9 @@ struct GrpoTrainerOptions {
   /// (samples and scores) the batches of later steps while the trainer trains; batch j is sampled with the weights
   /// after step j − 1 − s (the starting weights for the first s + 1 batches), so it is at most s = max_staleness
   /// updates behind the weights that train on it. 0 runs the pipeline's machinery on the synchronous schedule (the
-  /// same numbers as unset); 1 is verl-pipe's one-step-off schedule. Unset: the synchronous trainer. One process only
-  /// (the worker's collectives would interleave with the trainer's), with the library's sampler (not a
-  /// GrpoTrainerParts::generator).
+  /// same numbers as unset); 1 is verl-pipe's one-step-off schedule. Unset: the synchronous trainer. With several
+  /// ranks every rank pipelines its share, the workers meeting in a process group of their own (Gloo, at the main
+  /// group's MASTER_PORT + 1). The library's sampler only (not a GrpoTrainerParts::generator).
   std::optional<std::int64_t> max_staleness;
   /// With max_staleness > 0: how the loss corrects for the older weights (required).
   OffPolicyCorrection off_policy_correction = OffPolicyCorrection::none;
@@ -450,7 +450,7 @@ class GrpoTrainer {
   /// Prompts, sampling (with `generator`) and scoring of step `step`'s groups at `stage`, the group selection and
   /// ReMax's greedy completions: the part of collect_groups that needs no trainer weights (the pipeline's worker
   /// runs it with its own generator).
-  StepBatch collect_rollouts(std::int64_t step, Generator& generator, const ContextStage& stage);
+  StepBatch collect_rollouts(std::int64_t step, Generator& generator, const ContextStage& stage, ProcessGroup& group);
   /// The context stage (its index) that begin_step(step) would enter from the current one.
   std::size_t stage_at(std::int64_t step) const;
   /// Admits batches first … last to the pipeline with the current weights as version `version`.
@@ -493,6 +493,9 @@ class GrpoTrainer {
   double learning_rate_ = 0.0;  // of the current step
   bool stage_metrics_checked_ = false;
   std::vector<std::shared_ptr<TrainerCallback>> callbacks_;
+  // A pipelined run with several ranks: the workers' own process group (Gloo, MASTER_PORT + 1), so that their
+  // collectives never interleave with the trainers'.
+  std::unique_ptr<ProcessGroup> worker_group_;
   // The pipelined run's worker (max_staleness set); last, so that it stops before the members it uses go.
   std::unique_ptr<RolloutPipeline> pipeline_;
   double pipeline_step_start_ = 0.0;  // steady-clock seconds when the previous batch was taken

@@ -303,11 +303,13 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
       workers.backend = DistributedBackend::gloo;  // the workers exchange pass rates: CPU tensors
       worker_group_ = std::make_unique<ProcessGroup>(workers);
     }
-    GRPO_CHECK_CONFIG(parts.generator == nullptr,
-                      "max_staleness: the pipeline samples with the library's sampler on its own copy of the weights; "
-                      "a GrpoTrainerParts::generator (multi-turn rollouts, --env) cannot be pipelined yet");
+    std::unique_ptr<TrainedModel> sampler = model_->sampler_copy();
+    std::shared_ptr<Generator> worker_generator = sampler->rebind_generator(*generator_);
+    GRPO_CHECK_CONFIG(worker_generator != nullptr,
+                      "max_staleness: the pipeline samples on its own copy of the weights, and this run's generator "
+                      "(GrpoTrainerParts::generator) cannot be rebuilt over it (Generator::rebind returns null)");
     pipeline_ = std::make_unique<RolloutPipeline>(
-        model_->sampler_copy(), options_.generation_threads,
+        std::move(sampler), std::move(worker_generator), options_.generation_threads,
         [this](std::int64_t step, std::size_t stage, Generator& generator) {
           return collect_rollouts(step, generator, context_.stages()[stage], worker_group_ ? *worker_group_ : group_);
         },

@@ -26,10 +26,11 @@ WeightsSnapshot snapshot_trained_weights(const torch::nn::Module& module) {
   return out;
 }
 
-RolloutPipeline::RolloutPipeline(std::unique_ptr<TrainedModel> sampler, std::int64_t generation_threads,
-                                 Collect collect, SourceState source_state)
-    : sampler_(std::move(sampler)), generator_(sampler_->sampler_generator()), generation_threads_(generation_threads),
+RolloutPipeline::RolloutPipeline(std::unique_ptr<TrainedModel> sampler, std::shared_ptr<Generator> generator,
+                                 std::int64_t generation_threads, Collect collect, SourceState source_state)
+    : sampler_(std::move(sampler)), generator_(std::move(generator)), generation_threads_(generation_threads),
       collect_(std::move(collect)), source_state_(std::move(source_state)) {
+  GRPO_CHECK(sampler_ != nullptr && generator_ != nullptr, "RolloutPipeline: no sampler copy or no generator");
   GRPO_CHECK(generation_threads_ >= 0, "RolloutPipeline: generation_threads must be >= 0, got {}", generation_threads_);
   worker_ = std::thread([this] { run(); });
 }

@@ -378,6 +378,18 @@ TEST_CASE("Pipelined trainer: configuration errors name the option", "[train][tr
       "bypass takes the sampler's log-probs");
   fails([](auto& o) { o.off_policy_correction = train::OffPolicyCorrection::bypass; }, "it needs max_staleness");
   fails([](auto& o) { o.generation_threads = 2; }, "it needs max_staleness");
+  // A generator that cannot be rebuilt over the sampler copy cannot be pipelined.
+  struct FixedGenerator final : train::Generator {
+    Rollout generate(const train::GenerationRequest&) override { throw Error("not used"); }
+  };
+  DriftingSource source;
+  train::StepScorer scorer(rewards::RewardSet({{rewards::make_reward("accuracy", successor_reward), 1.0}}));
+  train::ProcessGroup group{train::ProcessGroupOptions{}};
+  models::CausalLM model(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32}));
+  train::GrpoTrainerOptions o{.steps = 2, .prompts_per_step = 4, .group_size = 4};
+  o.max_staleness = 0;
+  CHECK_THROWS_WITH(train::GrpoTrainer(model, source, scorer, group, o, {.generator = std::make_shared<FixedGenerator>()}),
+                    Catch::Contains("cannot be rebuilt over it (Generator::rebind returns null)"));
   CHECK(train::parse_off_policy_correction("decoupled") == train::OffPolicyCorrection::decoupled);
   CHECK_THROWS_WITH(train::parse_off_policy_correction("sometimes"), Catch::Contains("decoupled"));
 }

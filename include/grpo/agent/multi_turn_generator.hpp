@@ -38,6 +38,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <any>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -68,6 +69,12 @@ class MultiTurnGenerator final : public train::Generator {
     GRPO_CHECK_CONFIG(codec_ != nullptr, "MultiTurnGenerator: no turn codec");
     GRPO_CHECK_CONFIG(environments_ != nullptr, "MultiTurnGenerator: no environment factory");
     options_.validate();
+  }
+
+  /// A generator with this one's codec, environments and options over `model` (a pipelined run's sampler copy).
+  std::shared_ptr<train::Generator> rebind(const std::any& model) const override {
+    const auto* other = std::any_cast<ModelType>(&model);
+    return other != nullptr ? std::make_shared<MultiTurnGenerator>(*other, codec_, environments_, options_) : nullptr;
   }
 
   /// problems.size() · group_size trajectories (row p · G + g), each with its own environment. request.max_rows is

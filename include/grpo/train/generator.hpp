@@ -20,7 +20,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <any>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -58,6 +60,11 @@ class Generator {
   /// logged with the step's: the same names, reductions and order after every call (the trainer combines a step's
   /// calls and ranks with combine_metrics / reduce_metrics). Default: none.
   virtual std::vector<MetricValue> last_metrics() const { return {}; }
+  /// The same generator over another model of the policy's type: a pipelined run's sampler copy (`model` holds the
+  /// model type the trainer was given, e.g. models::CausalLM), sharing no state that generate() changes with this
+  /// one, as the copy samples on the pipeline's worker thread. Null (the default) when this generator cannot be
+  /// rebuilt so; a pipelined run refuses such a generator.
+  virtual std::shared_ptr<Generator> rebind(const std::any& /*model*/) const { return nullptr; }
 };
 
 /// The prompts' token ids, in order.
@@ -74,6 +81,11 @@ template <typename ModelType>
 class SamplerGenerator final : public Generator {
  public:
   explicit SamplerGenerator(ModelType model) : model_(std::move(model)) {}
+
+  std::shared_ptr<Generator> rebind(const std::any& model) const override {
+    const auto* other = std::any_cast<ModelType>(&model);
+    return other != nullptr ? std::make_shared<SamplerGenerator>(*other) : nullptr;
+  }
 
   Rollout generate(const GenerationRequest& request) override {
     torch::NoGradGuard no_grad;

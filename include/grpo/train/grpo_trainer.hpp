@@ -213,7 +213,8 @@ struct GrpoTrainerOptions {
   /// updates behind the weights that train on it. 0 runs the pipeline's machinery on the synchronous schedule (the
   /// same numbers as unset); 1 is verl-pipe's one-step-off schedule. Unset: the synchronous trainer. With several
   /// ranks every rank pipelines its share, the workers meeting in a process group of their own (Gloo, at the main
-  /// group's MASTER_PORT + 1). The library's sampler only (not a GrpoTrainerParts::generator).
+  /// group's MASTER_PORT + 1). The worker's generator is the run's rebuilt over the copy (Generator::rebind: the
+  /// library's sampler and multi-turn generator can be; a generator that cannot is refused).
   std::optional<std::int64_t> max_staleness;
   /// With max_staleness > 0: how the loss corrects for the older weights (required).
   OffPolicyCorrection off_policy_correction = OffPolicyCorrection::none;

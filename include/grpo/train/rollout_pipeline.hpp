@@ -56,10 +56,11 @@ class RolloutPipeline {
   /// regenerate the batches in flight. Runs on the worker thread.
   using SourceState = std::function<TrainerState()>;
 
-  /// `sampler`: a copy of the policy (TrainedModel::sampler_copy) that only the worker uses; `generation_threads` > 0
-  /// sets the worker's intra-op thread count (at::set_num_threads on its thread), 0 leaves the default.
-  RolloutPipeline(std::unique_ptr<TrainedModel> sampler, std::int64_t generation_threads, Collect collect,
-                  SourceState source_state);
+  /// `sampler`: a copy of the policy (TrainedModel::sampler_copy) that only the worker uses, and `generator` over it
+  /// (the run's generator rebound to the copy: TrainedModel::rebind_generator); `generation_threads` > 0 sets the
+  /// worker's intra-op thread count (at::set_num_threads on its thread), 0 leaves the default.
+  RolloutPipeline(std::unique_ptr<TrainedModel> sampler, std::shared_ptr<Generator> generator,
+                  std::int64_t generation_threads, Collect collect, SourceState source_state);
   /// Stops the worker after its current batch and joins it.
   ~RolloutPipeline();
   RolloutPipeline(const RolloutPipeline&) = delete;

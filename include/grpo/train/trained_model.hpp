@@ -22,6 +22,7 @@
 
 #include <torch/torch.h>
 
+#include <any>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -51,6 +52,8 @@ class TrainedModel {
   virtual void sync_from(TrainedModel& policy, double alpha) = 0;
   /// The default generator: the library's Sampler on this model (SamplerGenerator).
   virtual std::shared_ptr<Generator> sampler_generator() = 0;
+  /// `like` rebuilt over this model (Generator::rebind); null when it cannot be.
+  virtual std::shared_ptr<Generator> rebind_generator(const Generator& like) = 0;
   /// How a checkpoint writes and reads this model's weights: models::CausalLM in the Hugging Face layout (its LoRA
   /// adapters in peft's), any other model by parameter name (module_checkpoint).
   virtual CheckpointedModel checkpointed() = 0;
@@ -124,6 +127,10 @@ class TrainedModelOf final : public TrainedModel {
 
   std::shared_ptr<Generator> sampler_generator() override {
     return std::make_shared<SamplerGenerator<ModelType>>(policy_.model());
+  }
+
+  std::shared_ptr<Generator> rebind_generator(const Generator& like) override {
+    return like.rebind(std::any(policy_.model()));
   }
 
   CheckpointedModel checkpointed() override {

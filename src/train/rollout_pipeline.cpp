@@ -124,6 +124,7 @@ void RolloutPipeline::clear() {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return !running_job_; });
   jobs_.clear();
+  loaded_version_ = -1;  // a restored run may number other weights with the same version
 }
 
 void RolloutPipeline::load_weights(const WeightsSnapshot& weights) {

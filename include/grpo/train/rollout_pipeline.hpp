@@ -2,8 +2,8 @@
 // RolloutPipeline: the generation worker of a pipelined GRPO run (rLLM's verl-pipe, verl's one_step_off_policy, AReaL's
 // bounded staleness). A worker thread owns a sampler copy of the policy and collects the batches of later steps —
 // prompts, sampling and scoring, the part of a step that needs no trainer weights — while the trainer trains on the
-// current one. Every batch is generated at one weights version: the number of optimizer updates behind the weights it
-// was sampled with. GrpoTrainer admits batch j with the weights of version j − 1 − s (s = max_staleness; version 0,
+// current one. Every batch is generated at one weights version: the step whose update made the weights it was sampled
+// with (0: the starting weights). GrpoTrainer admits batch j with the weights of version j − 1 − s (s = max_staleness; version 0,
 // the starting weights, for the first s + 1 batches), so a batch is at most s versions behind the weights that train
 // on it, by admission: the worker cannot start a batch before its version exists. Which version generates which batch
 // does not depend on timing, so a pipelined run repeats bit for bit, and resumes so.
@@ -92,8 +92,8 @@ class RolloutPipeline {
     TrainerState source_before;
   };
   InFlight in_flight() const;
-  /// Drops every pending batch, after the one the worker collects (if any) is done: before a restore submits the
-  /// batches that were in flight again.
+  /// Drops every pending batch, after the one the worker collects (if any) is done, and forgets which weights the copy
+  /// holds: before a restore submits the batches that were in flight again.
   void clear();
 
   /// Seconds the trainer waited in take() for its last batch, and the worker's busy seconds (loading weights,

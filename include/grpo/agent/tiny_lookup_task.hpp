@@ -154,7 +154,10 @@ class TinyLookupCodec final : public TurnCodec {
  public:
   std::string turn_text(std::span<const std::int64_t> turn_ids) const override {
     std::string text;
-    for (const std::int64_t id : turn_ids) text += (text.empty() ? "" : " ") + TinyLookupTask::word(id);
+    for (const std::int64_t id : turn_ids) {
+      if (!text.empty()) text += ' ';
+      text += TinyLookupTask::word(id);
+    }
     return text;
   }
   std::vector<ParsedToolCall> parse_calls(const std::string& turn_text) const override {

@@ -8,6 +8,8 @@
 #include <grpo/train/optimizer_step.hpp>
 #include <grpo/train/training_mode.hpp>
 
+#include "seconds_since.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,10 +23,6 @@
 
 namespace grpo::train {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 /// Waits for `device`'s queued work, so that a phase's wall-clock time covers the GPU work it started (CUDA runs
 /// asynchronously; without this the time moves to the next phase that reads a result).

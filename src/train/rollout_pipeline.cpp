@@ -6,19 +6,13 @@
 #include <grpo/train/master_weights.hpp>
 #include <grpo/train/trained_model.hpp>
 
+#include "seconds_since.hpp"
+
 #include <fmt/ranges.h>
 
 #include <chrono>
 
 namespace grpo::train {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
-
 WeightsSnapshot snapshot_trained_weights(const torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
   WeightsSnapshot out;

@@ -102,6 +102,7 @@
 #include <grpo/train/progress.hpp>
 #include <grpo/train/prompt_source.hpp>
 #include <grpo/train/prompt_stream.hpp>
+#include <grpo/train/reward_model_refresh.hpp>
 #include <grpo/train/reward_model_training.hpp>
 #include <grpo/train/roll_config.hpp>
 #include <grpo/train/run.hpp>

@@ -95,6 +95,18 @@ RewardModelInput RewardModelReward::encode(const Completion& completion) const {
   return encode_for_reward_model(state_->tokenizer, completion, state_->options);
 }
 
+const RewardModelOptions& RewardModelReward::options() const { return state_->options; }
+
+void RewardModelReward::update_model(
+    const std::function<void(models::ValueModel& model, const text::Tokenizer& tokenizer)>& update) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  struct EvalAfter {
+    models::ValueModel& model;
+    ~EvalAfter() { model->eval(); }
+  } eval_after{state_->model};
+  update(state_->model, state_->tokenizer);
+}
+
 std::vector<std::optional<float>> RewardModelReward::score(std::span<const Completion> batch,
                                                            const ScoringContext& context) const {
   const RewardModelOptions& o = state_->options;

@@ -529,6 +529,7 @@ StepBatch GrpoTrainer::collect_rollouts(std::int64_t step, Generator& generator,
         out.completions.push_back(std::move(completion));
         out.totals.push_back(scores.total[b]);
         out.reward_values.push_back(scores.rewards[b]);
+        out.correct.push_back(scores.judged[b] ? std::optional<bool>(scores.correct[b] != 0) : std::nullopt);
       }
       out.problems.push_back(problems[static_cast<std::size_t>(i)]);
     }
@@ -875,6 +876,7 @@ StepReport GrpoTrainer::finish_step(const StepBatch& batch, const AdvantageOutpu
   for (const auto& [name, value] : batch.sampling_metrics) values.push_back({name, value, MetricReduction::max, 1.0});
   for (const auto& [name, value] : batch.source_metrics) values.push_back({name, value, MetricReduction::max, 1.0});
   if (pipeline_) add_pipeline_metrics(batch, values);
+  for (const auto& callback : callbacks_) callback->on_step_metrics(*this, batch, values);
 
   StepReport report;
   report.step = batch.step;

@@ -172,14 +172,13 @@ std::vector<PreferencePair> read_preference_pairs(const std::filesystem::path& f
   return parse_preference_pairs(io::read_file(file), file.string(), chat);
 }
 
-std::vector<PreferencePair> verifier_preference_pairs(std::span<const rewards::Completion> completions,
-                                                      const rewards::RewardFunction& verifier, double threshold,
-                                                      std::int64_t pairs_per_prompt, std::uint64_t seed) {
-  GRPO_CHECK_CONFIG(pairs_per_prompt >= 1, "verifier_preference_pairs: pairs_per_prompt must be >= 1, got {}",
+std::vector<PreferencePair> graded_preference_pairs(std::span<const rewards::Completion> completions,
+                                                    std::span<const std::optional<bool>> correct,
+                                                    std::int64_t pairs_per_prompt, std::uint64_t seed) {
+  GRPO_CHECK_CONFIG(pairs_per_prompt >= 1, "preference pairs: pairs_per_prompt must be >= 1, got {}",
                     pairs_per_prompt);
-  const auto values = verifier.score(completions, rewards::ScoringContext{});
-  GRPO_CHECK(values.size() == completions.size(), "verifier_preference_pairs: the verifier '{}' gave {} values for {} "
-             "completions", verifier.name(), values.size(), completions.size());
+  GRPO_CHECK(correct.size() == completions.size(), "graded_preference_pairs: {} grades for {} completions",
+             correct.size(), completions.size());
   struct Graded {
     std::vector<std::size_t> correct, wrong;
   };
@@ -189,7 +188,7 @@ std::vector<PreferencePair> verifier_preference_pairs(std::span<const rewards::C
     const std::size_t group = completions[i].group;
     if (groups.find(group) == groups.end()) order.push_back(group);
     Graded& graded = groups[group];
-    if (values[i]) (*values[i] >= threshold ? graded.correct : graded.wrong).push_back(i);
+    if (correct[i]) (*correct[i] ? graded.correct : graded.wrong).push_back(i);
   }
   std::vector<PreferencePair> out;
   std::uint64_t draw = seed;
@@ -208,6 +207,21 @@ std::vector<PreferencePair> verifier_preference_pairs(std::span<const rewards::C
   return out;
 }
 
+std::vector<PreferencePair> verifier_preference_pairs(std::span<const rewards::Completion> completions,
+                                                      const rewards::RewardFunction& verifier, double threshold,
+                                                      std::int64_t pairs_per_prompt, std::uint64_t seed) {
+  GRPO_CHECK_CONFIG(pairs_per_prompt >= 1, "verifier_preference_pairs: pairs_per_prompt must be >= 1, got {}",
+                    pairs_per_prompt);
+  const auto values = verifier.score(completions, rewards::ScoringContext{});
+  GRPO_CHECK(values.size() == completions.size(), "verifier_preference_pairs: the verifier '{}' gave {} values for {} "
+             "completions", verifier.name(), values.size(), completions.size());
+  std::vector<std::optional<bool>> correct(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i]) correct[i] = *values[i] >= threshold;
+  }
+  return graded_preference_pairs(completions, correct, pairs_per_prompt, seed);
+}
+
 void RewardModelTrainingOptions::validate() const {
   GRPO_CHECK_CONFIG(epochs >= 1, "reward model training: epochs must be >= 1, got {}", epochs);
   GRPO_CHECK_CONFIG(batch_size >= 1, "reward model training: batch_size must be >= 1, got {}", batch_size);
@@ -219,6 +233,14 @@ void RewardModelTrainingOptions::validate() const {
                     "reward model training: max_grad_norm must be finite and >= 0, got {}", max_grad_norm);
   GRPO_CHECK_CONFIG(max_length >= 1, "reward model training: max_length must be >= 1, got {}", max_length);
   BradleyTerryOptions{.center_rewards_coefficient = center_rewards_coefficient, .pairs = std::nullopt}.validate();
+}
+
+void RewardModelRefreshOptions::validate() const {
+  GRPO_CHECK_CONFIG(every_steps >= 0, "reward model refresh: every_steps must be >= 0, got {}", every_steps);
+  GRPO_CHECK_CONFIG(pairs_per_prompt >= 1, "reward model refresh: pairs_per_prompt must be >= 1, got {}",
+                    pairs_per_prompt);
+  GRPO_CHECK_CONFIG(buffer_pairs >= 1, "reward model refresh: buffer_pairs must be >= 1, got {}", buffer_pairs);
+  training.validate();
 }
 
 PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::Tokenizer& tokenizer,

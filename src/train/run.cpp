@@ -7,8 +7,10 @@
 #include <grpo/models/lora.hpp>
 #include <grpo/models/value_model.hpp>
 #include <grpo/rewards/registry.hpp>
+#include <grpo/rewards/reward_model_reward.hpp>
 #include <grpo/text/tokenizer.hpp>
 #include <grpo/train/metrics_writer.hpp>
+#include <grpo/train/reward_model_refresh.hpp>
 #include <grpo/train/tiny_task.hpp>
 #include <grpo/train/trainer_callbacks.hpp>
 
@@ -247,7 +249,24 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
                                    environment ? environment()->tool_schemas() : std::vector<std::string>{});
   }
   prepare_model(run->model, s, run->device);  // the tiny task warms up on the CPU
-  run->scorer = std::make_unique<StepScorer>(make_scorer(s));
+  // --rm-refresh-every: the reward models of the run's one reward set learn from its completions (the checks of the
+  // combination are parse_run_settings'; the process count is known here).
+  std::vector<std::shared_ptr<RewardModelRefresh>> refreshes;
+  if (s.rm_refresh.every_steps > 0) {
+    GRPO_CHECK_CONFIG(run->group.world_size() == 1, "--rm-refresh-every: runs in one process (each of the {} ranks "
+                      "would train its own copy of the reward model on its own share)", run->group.world_size());
+    rewards::RewardSet set = make_rewards(s);
+    for (const auto& entry : set.entries()) {
+      if (auto rm = std::dynamic_pointer_cast<const rewards::RewardModelReward>(entry.reward)) {
+        refreshes.push_back(std::make_shared<RewardModelRefresh>(std::move(rm), s.rm_refresh));
+      }
+    }
+    GRPO_CHECK_CONFIG(!refreshes.empty(), "--rm-refresh-every {}: the run's rewards have no \"reward_model\" entry to "
+                      "train (give one in --reward-config)", s.rm_refresh.every_steps);
+    run->scorer = std::make_unique<StepScorer>(std::move(set), s.overlap_scoring);
+  } else {
+    run->scorer = std::make_unique<StepScorer>(make_scorer(s));
+  }
   GrpoTrainerParts parts;
   if (environment) {
     parts.generator =
@@ -276,6 +295,10 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   run->checkpoints = std::make_unique<CheckpointManager>(CheckpointOptions{
       .directory = s.output_dir / "checkpoints", .keep_last = static_cast<std::size_t>(s.keep_last)});
   run->first_step = (s.resume ? run->trainer->restore(*run->checkpoints) : 0) + 1;
+  for (const auto& refresh : refreshes) {
+    run->trainer->add_callback(refresh);
+    if (run->first_step > 1) refresh->restore(run->checkpoints->latest()->path);
+  }
   if (!run->group.is_main()) return run;
   if (run->first_step > 1) {
     fmt::print("resumed from {} (step {})\n", run->checkpoints->latest()->path.string(), run->first_step - 1);

@@ -395,6 +395,21 @@ OptionTable run_option_table(RunSettings& s) {
   add(make_option("rewards", s.rewards, "registry reward names (in a config also a list of entries: [{name: accuracy}, ...])"));
   add(make_option("reward_weights", s.reward_weights, "one weight per reward (default: 1 each; 1,0.2 for the default list)"));
   add(existing(make_option("reward_config", s.reward_config, "JSON reward list (overrides --rewards)"), false));
+  // Training a "reward_model" reward on the policy's own samples (reward_model_refresh.hpp).
+  add(make_option("rm_refresh_every", s.rm_refresh.every_steps,
+                  "train each reward_model reward every N steps on pairs of the policy's completions (right preferred to "
+                  "wrong by the run's rule for correct: iterated RLHF; 0 = off)",
+                  at_least_zero()));
+  add(make_option("rm_refresh_pairs_per_prompt", s.rm_refresh.pairs_per_prompt,
+                  "reward-model refresh: pairs drawn from each prompt's group every step", positive()));
+  add(make_option("rm_refresh_buffer", s.rm_refresh.buffer_pairs,
+                  "reward-model refresh: the newest pairs kept and trained on", positive()));
+  add(make_option("rm_refresh_epochs", s.rm_refresh.training.epochs,
+                  "reward-model refresh: passes over the pairs at each refresh", positive()));
+  add(make_option("rm_refresh_batch_size", s.rm_refresh.training.batch_size,
+                  "reward-model refresh: pairs per AdamW step", positive()));
+  add(make_option("rm_refresh_lr", s.rm_refresh.training.learning_rate,
+                  "reward-model refresh: AdamW learning rate", at_least_zero()));
   // Optimiser.
   add(make_option("lr", t.learning_rate, "AdamW learning rate", at_least_zero()));
   add(make_option("weight_decay", t.weight_decay, "AdamW weight decay", at_least_zero()));
@@ -536,6 +551,13 @@ void resolve(RunSettings& s, const OptionTable& table, const std::map<std::strin
   t.adaptive_entropy = s.adaptive_entropy ? std::optional(s.entropy_control) : std::nullopt;
   for (const auto& domain : s.domains) {
     if (domain.dynamic_sampling_filter) t.dynamic_sampling_domain_filters[domain.name] = *domain.dynamic_sampling_filter;
+  }
+  s.rm_refresh.validate();
+  if (s.rm_refresh.every_steps > 0) {
+    GRPO_CHECK_CONFIG(s.domains.empty(), "--rm-refresh-every: not with domains (each domain's reward set would train its "
+                      "own copy on every domain's completions); give the run one reward list");
+    GRPO_CHECK_CONFIG(!t.max_staleness, "--rm-refresh-every with --max-staleness: the pipeline's worker scores the next "
+                      "batches while the reward model trains, so which weights score them would depend on timing");
   }
   GRPO_CHECK_CONFIG(s.reward_weights.empty() || (s.rewards_json.empty() && s.reward_config.empty()),
                     "--reward-weights weighs --rewards names; with reward entries ({}) give each entry its 'weight'",

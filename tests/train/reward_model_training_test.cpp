@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Preference pairs in TRL's four formats (texts and conversations, implicit and explicit prompts, margins) with the
 // errors a bad line gives; and train_reward_model: a tiny reward model on GPT-2's tokenizer learns to order held-out
-// pairs it started out ordering at chance, and does not at learning rate 0; pairs made by a verifier; the tiny task's
-// tokenizer (what a reward model of the tiny task reads).
+// pairs it started out ordering at chance, and does not at learning rate 0; pairs made by a verifier or from grades;
+// the tiny task's tokenizer (what a reward model of the tiny task reads).
 #include <grpo/core/error.hpp>
 #include <grpo/models/value_model.hpp>
 #include <grpo/text/chat_template.hpp>
@@ -184,6 +184,28 @@ TEST_CASE("verifier_preference_pairs: a right completion preferred to a wrong on
   CHECK(grpo::train::verifier_preference_pairs(completions, verifier, 1.5, 2, 7).empty());  // nothing is right
   CHECK_THROWS_WITH(grpo::train::verifier_preference_pairs(completions, verifier, 1.0, 0),
                     Catch::Contains("pairs_per_prompt"));
+}
+
+TEST_CASE("graded_preference_pairs: each group's right completions preferred to its wrong ones, ungraded ones left out",
+          "[train][reward_model]") {
+  const std::vector<grpo::rewards::Completion> completions{graded(1, "a"), graded(0, "b"), graded(1, "c"),
+                                                           graded(1, "d"), graded(0, "e"), graded(1, "f"),
+                                                           graded(2, "g")};
+  //                                           a     b      c      d             e     f      g
+  const std::vector<std::optional<bool>> correct{true, true, false, std::nullopt, true, false, false};
+  const auto pairs = grpo::train::graded_preference_pairs(completions, correct, 5, 3);
+  // Group 1 (first seen): a over c and a over f, in a drawn order; group 0 has only right ones, group 2 a wrong one.
+  REQUIRE(pairs.size() == 2);
+  for (const auto& p : pairs) {
+    CHECK(p.prompt == "prompt 1");
+    CHECK(p.chosen == "a");
+    CHECK(p.source == "group 1");
+  }
+  CHECK(((pairs[0].rejected == "c" && pairs[1].rejected == "f") || (pairs[0].rejected == "f" && pairs[1].rejected == "c")));
+  CHECK(grpo::train::graded_preference_pairs(completions, correct, 1, 3).size() == 1);
+  CHECK_THROWS_WITH(grpo::train::graded_preference_pairs(completions, std::vector<std::optional<bool>>(3), 1),
+                    Catch::Contains("3 grades for 7 completions"));
+  CHECK_THROWS_AS(grpo::train::graded_preference_pairs(completions, correct, 0), grpo::ConfigError);
 }
 
 TEST_CASE("The tiny task's tokenizer encodes its texts back to the task's own ids", "[train][reward_model]") {

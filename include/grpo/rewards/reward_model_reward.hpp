@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -102,6 +103,11 @@ class RewardModelReward final : public RewardFunction {
 
   /// encode_for_reward_model with this reward's tokenizer and options: what score() runs.
   RewardModelInput encode(const Completion& completion) const;
+  const RewardModelOptions& options() const;
+  /// Runs `update` on the model (the caller's handle shares its weights) and this reward's tokenizer while no score
+  /// call runs: score() waits for it, and it for a running score(). How a run trains its reward model in place
+  /// (train/reward_model_refresh.hpp); the model is put back in eval mode after it.
+  void update_model(const std::function<void(models::ValueModel& model, const text::Tokenizer& tokenizer)>& update) const;
 
  private:
   struct State;

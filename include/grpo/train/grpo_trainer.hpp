@@ -242,6 +242,9 @@ struct StepBatch {
   std::vector<std::optional<float>> totals;   ///< [rows] final reward totals
   /// [rows] each reward's value by label (and "soft_overlong" when the stage has an overlong buffer)
   std::vector<std::vector<std::pair<std::string, std::optional<double>>>> reward_values;
+  /// [rows] correct by the scorer's rule (StepScorer::judge: the one evaluation counts by); nullopt where the judge
+  /// gave no value
+  std::vector<std::optional<bool>> correct;
   /// [problems] bool: which kept groups reach the loss (GroupSelection::in_loss, ROLL's difficulty mask); undefined:
   /// all of them.
   torch::Tensor in_loss_groups;
@@ -354,6 +357,11 @@ class GrpoTrainer;
 class TrainerCallback {
  public:
   virtual ~TrainerCallback() = default;
+  /// Before a step's metrics are reduced over ranks and reported: a callback adds its own measurements of the step
+  /// to `values` (then in StepReport::scalars, metrics.jsonl and TensorBoard). Every rank must add the same names in
+  /// the same order (reduce_metrics), so a callback that adds metrics is added on every rank.
+  virtual void on_step_metrics(const GrpoTrainer& /*trainer*/, const StepBatch& /*batch*/,
+                               std::vector<MetricValue>& /*values*/) {}
   virtual void on_step_end(const GrpoTrainer& /*trainer*/, const StepReport& /*report*/) {}
   virtual void on_evaluation(const GrpoTrainer& /*trainer*/, const EvaluationReport& /*report*/) {}
   virtual void on_save(const GrpoTrainer& /*trainer*/, std::int64_t /*step*/,

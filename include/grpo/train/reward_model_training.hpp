@@ -68,6 +68,13 @@ std::vector<PreferencePair> read_preference_pairs(const std::filesystem::path& f
 std::vector<PreferencePair> verifier_preference_pairs(std::span<const rewards::Completion> completions,
                                                       const rewards::RewardFunction& verifier, double threshold = 1.0,
                                                       std::int64_t pairs_per_prompt = 1, std::uint64_t seed = 0);
+/// The pairing of verifier_preference_pairs over grades already known: `correct[i]` says whether completions[i] is
+/// right (nullopt: not judged, left out). What a run's reward-model refresh pairs a step's completions with, by the
+/// scorer's own rule for correct (StepBatch::correct). Throws grpo::Error when the sizes differ, ConfigError for
+/// pairs_per_prompt < 1.
+std::vector<PreferencePair> graded_preference_pairs(std::span<const rewards::Completion> completions,
+                                                    std::span<const std::optional<bool>> correct,
+                                                    std::int64_t pairs_per_prompt = 1, std::uint64_t seed = 0);
 
 struct RewardModelTrainingOptions {
   std::int64_t epochs = 1;
@@ -78,6 +85,21 @@ struct RewardModelTrainingOptions {
   std::int64_t max_length = 1024;       ///< tokens of prompt + completion (the last ones are kept)
   std::optional<double> center_rewards_coefficient;  ///< TRL's centring term (BradleyTerryOptions)
   std::uint64_t seed = 0;               ///< the order of the pairs in each epoch
+
+  /// ConfigError naming the option.
+  void validate() const;
+};
+
+/// Training a run's reward model in place on the policy's own samples, as iterated online RLHF does (Bai et al. 2022,
+/// "Training a Helpful and Harmless Assistant with RLHF"; Gao et al. 2022 on over-optimisation): every step's completions
+/// are paired by the scorer's rule for correct (a right one preferred to a wrong one of the same prompt), the pairs
+/// join a buffer of the newest `buffer_pairs`, and every `every_steps` steps the reward model trains on the buffer
+/// (train_reward_model with `training`). GrpoTrainer's callback: train/reward_model_refresh.hpp.
+struct RewardModelRefreshOptions {
+  std::int64_t every_steps = 0;        ///< 0 = off
+  std::int64_t pairs_per_prompt = 4;   ///< pairs drawn from each prompt's group (graded_preference_pairs)
+  std::int64_t buffer_pairs = 4096;    ///< the newest pairs kept (older ones are dropped first)
+  RewardModelTrainingOptions training;  ///< each refresh's training (TRL RewardTrainer's defaults)
 
   /// ConfigError naming the option.
   void validate() const;

@@ -18,6 +18,7 @@
 #include <grpo/agent/multi_turn_options.hpp>
 #include <grpo/train/grpo_trainer.hpp>
 #include <grpo/train/option_table.hpp>
+#include <grpo/train/reward_model_training.hpp>
 #include <grpo/train/run_config.hpp>
 
 #include <cstdint>
@@ -70,6 +71,8 @@ struct RunSettings {
   std::vector<double> reward_weights;
   std::filesystem::path reward_config;
   bool overlap_scoring = false;
+  /// Train the run's "reward_model" rewards on the policy's samples as it goes (every_steps 0 = off).
+  RewardModelRefreshOptions rm_refresh;
   // Output and the run loop.
   std::filesystem::path output_dir = "runs/r1_zero";
   std::int64_t log_every = 10, log_completions = 4, save_every = 50, keep_last = 2, eval_every = 25;

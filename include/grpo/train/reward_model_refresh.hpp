@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// RewardModelRefresh: a GrpoTrainer callback that trains a run's reward model on the policy's own samples as the run
+// goes (iterated RLHF; RewardModelRefreshOptions in reward_model_training.hpp). A reward model trained once, offline,
+// is over-optimised by the policy: GRPO finds the texts it scores wrongly and moves there (Gao et al. 2022). Pairing
+// each step's completions by the scorer's rule for correct, and training the model on them, closes those holes as they
+// open. Each step it
+//   1. pairs the step's completions (StepBatch::correct; graded_preference_pairs, seeded by the step),
+//   2. measures the reward model on those new pairs before it learns them: reward_model/policy_pair_accuracy is how
+//      well it still orders what the policy now writes (the over-optimisation gauge), over reward_model/policy_pairs,
+//   3. adds them to the buffer (the newest buffer_pairs are kept), and every every_steps steps trains the model on
+//      the whole buffer (train_reward_model; its seed moved by the step), logging reward_model/refresh_loss,
+//      reward_model/refresh_accuracy (the last epoch's), reward_model/buffer_pairs and timing_s/reward_model_refresh.
+// (The metrics are named by the reward: "reward_model" is the registry entry's default name.)
+// Pairs are read as the reward reads a completion: RewardModelOptions::completion_suffix is appended to both sides.
+// The model is trained under the reward's lock (RewardModelReward::update_model), so no score call sees it half
+// updated. A checkpoint gets the model's trained weights and the buffer (reward_model_refresh.safetensors beside the
+// trainer's files), and restore() puts them back, so a resumed run goes on as the uninterrupted one.
+//
+//   auto refresh = std::make_shared<grpo::train::RewardModelRefresh>(rm_reward, grpo::train::RewardModelRefreshOptions{
+//       .every_steps = 5});
+//   trainer.add_callback(refresh);            // on every rank (it adds step metrics); one rank only, see below
+//   if (resumed) refresh->restore(checkpoints.latest()->path);
+//
+// build_run adds one for each "reward_model" reward of the run with --rm-refresh-every N. One process only: each rank
+// would train its own copy on its own share and the ranks' rewards would part (not built: gathering the pairs).
+#pragma once
+
+#include <grpo/train/grpo_trainer.hpp>
+#include <grpo/train/reward_model_training.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace grpo::rewards {
+class RewardModelReward;
+}
+
+namespace grpo::train {
+
+class RewardModelRefresh final : public TrainerCallback {
+ public:
+  /// `reward`: the run's reward model (its model is trained in place: every holder of the reward scores with the new
+  /// weights), trained with options.training except its max_length, which is the reward's (RewardModelOptions: the
+  /// tokens it reads). Throws ConfigError for invalid options, every_steps 0, a process reward model (step_separator
+  /// set) or bf16/fp16 weights.
+  RewardModelRefresh(std::shared_ptr<const rewards::RewardModelReward> reward, RewardModelRefreshOptions options);
+
+  /// observe(batch)'s metrics added to the step's. Throws ConfigError in a run of several processes.
+  void on_step_metrics(const GrpoTrainer& trainer, const StepBatch& batch, std::vector<MetricValue>& values) override;
+  /// The refresh's work on one step's batch (its step, completions and correct): the pairs, measured and added to
+  /// the buffer, and on a step that is a multiple of every_steps the training; returns the metrics above.
+  std::vector<MetricValue> observe(const StepBatch& batch);
+  /// save(path) where this rank wrote a checkpoint.
+  void on_save(const GrpoTrainer& trainer, std::int64_t step, const std::optional<std::filesystem::path>& path) override;
+
+  /// Writes the model's trainable parameters and the buffer to file_name() in `checkpoint` (a directory).
+  void save(const std::filesystem::path& checkpoint) const;
+  /// Puts back what save wrote into `checkpoint`: the model's trained parameters and the buffer. Throws grpo::Error
+  /// naming the file when it is missing (a checkpoint of a run without the refresh) or does not fit the model.
+  void restore(const std::filesystem::path& checkpoint);
+
+  /// The pairs the next refresh trains on, oldest first.
+  const std::deque<PreferencePair>& buffer() const { return buffer_; }
+
+  /// The file on_save writes in a checkpoint directory: "<reward name>_refresh.safetensors".
+  std::string file_name() const;
+
+ private:
+  std::shared_ptr<const rewards::RewardModelReward> reward_;
+  RewardModelRefreshOptions options_;
+  std::deque<PreferencePair> buffer_;
+};
+
+}  // namespace grpo::train

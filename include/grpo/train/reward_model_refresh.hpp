@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // RewardModelRefresh: a GrpoTrainer callback that trains a run's reward model on the policy's own samples as the run
-// goes (iterated RLHF; RewardModelRefreshOptions in reward_model_training.hpp). A reward model trained once, offline,
+// goes (iterated online RLHF; RewardModelRefreshOptions in reward_model_training.hpp). A reward model trained once, offline,
 // is over-optimised by the policy: GRPO finds the texts it scores wrongly and moves there (Gao et al. 2022). Pairing
-// each step's completions by the scorer's rule for correct, and training the model on them, closes those holes as they
-// open. Each step it
+// each step's completions by the scorer's rule for correct, and training the model on them, closes many of those holes
+// as they open (how far, on the tiny task: docs/reward_models.md). Each step it
 //   1. pairs the step's completions (StepBatch::correct; graded_preference_pairs, seeded by the step),
 //   2. measures the reward model on those new pairs before it learns them: reward_model/policy_pair_accuracy is how
 //      well it still orders what the policy now writes (the over-optimisation gauge), over reward_model/policy_pairs,
@@ -18,7 +18,7 @@
 //
 //   auto refresh = std::make_shared<grpo::train::RewardModelRefresh>(rm_reward, grpo::train::RewardModelRefreshOptions{
 //       .every_steps = 5});
-//   trainer.add_callback(refresh);            // on every rank (it adds step metrics); one rank only, see below
+//   trainer.add_callback(refresh);            // in a run of one process (see below)
 //   if (resumed) refresh->restore(checkpoints.latest()->path);
 //
 // build_run adds one for each "reward_model" reward of the run with --rm-refresh-every N. One process only: each rank

@@ -99,7 +99,7 @@ struct RewardModelRefreshOptions {
   std::int64_t every_steps = 0;        ///< 0 = off
   std::int64_t pairs_per_prompt = 4;   ///< pairs drawn from each prompt's group (graded_preference_pairs)
   std::int64_t buffer_pairs = 4096;    ///< the newest pairs kept (older ones are dropped first)
-  RewardModelTrainingOptions training;  ///< each refresh's training (TRL RewardTrainer's defaults)
+  RewardModelTrainingOptions training;  ///< each refresh's training (its defaults: 1 epoch, batches of 8, lr 1e-5)
 
   /// ConfigError naming the option.
   void validate() const;

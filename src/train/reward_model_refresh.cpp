@@ -8,13 +8,16 @@
 #include <grpo/models/value_model.hpp>
 #include <grpo/rewards/reward_model_reward.hpp>
 #include <grpo/text/tokenizer.hpp>
+#include <grpo/train/distributed.hpp>
 
 #include "seconds_since.hpp"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
@@ -68,6 +71,97 @@ std::deque<PreferencePair> unpack(const torch::Tensor& text, const torch::Tensor
 
 }  // namespace
 
+StepBatch gather_graded(ProcessGroup& group, const StepBatch& batch) {
+  const std::size_t n = batch.completions.size();
+  GRPO_CHECK(batch.correct.size() == n && (batch.totals.empty() || batch.totals.size() == n),
+             "gather_graded: {} completions, {} correct values and {} totals", n, batch.correct.size(),
+             batch.totals.size());
+  // Per row: rank, group, the prompt's and the text's byte counts, correct (-1: no value); the totals (NaN: none);
+  // the bytes one after the other, one int64 each (all_gather_rows sums zero-filled slots, in any backend).
+  torch::Tensor rows = torch::empty({static_cast<std::int64_t>(n), 5}, torch::kInt64);
+  torch::Tensor totals = torch::full({static_cast<std::int64_t>(n)}, std::nan(""), torch::kFloat64);
+  auto row = rows.accessor<std::int64_t, 2>();
+  auto total = totals.accessor<double, 1>();
+  std::string bytes;
+  for (std::size_t i = 0; i < n; ++i) {
+    const rewards::Completion& c = batch.completions[i];
+    const auto r = static_cast<std::int64_t>(i);
+    row[r][0] = group.rank();
+    row[r][1] = static_cast<std::int64_t>(c.group);
+    row[r][2] = static_cast<std::int64_t>(c.prompt.size());
+    row[r][3] = static_cast<std::int64_t>(c.text.size());
+    row[r][4] = batch.correct[i] ? (*batch.correct[i] ? 1 : 0) : -1;
+    if (!batch.totals.empty() && batch.totals[i]) total[r] = *batch.totals[i];
+    bytes += c.prompt;
+    bytes += c.text;
+  }
+  torch::Tensor text = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kInt64);
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    text.data_ptr<std::int64_t>()[i] = static_cast<unsigned char>(bytes[i]);
+  }
+  const torch::Tensor all_rows = all_gather_rows(group, rows).whole;
+  const torch::Tensor all_totals = all_gather_rows(group, totals).whole;
+  const torch::Tensor all_text = all_gather_rows(group, text).whole;
+  StepBatch out;
+  out.step = batch.step;
+  out.group_size = batch.group_size;
+  auto every = all_rows.accessor<std::int64_t, 2>();
+  auto every_total = all_totals.accessor<double, 1>();
+  const std::int64_t* at = all_text.data_ptr<std::int64_t>();
+  std::int64_t offset = 0;
+  const auto take = [&](std::int64_t count) {
+    std::string s(static_cast<std::size_t>(count), '\0');
+    for (std::int64_t k = 0; k < count; ++k) s[static_cast<std::size_t>(k)] = static_cast<char>(at[offset + k]);
+    offset += count;
+    return s;
+  };
+  std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> groups;  // (rank, group) → the whole batch's group
+  for (std::int64_t r = 0; r < all_rows.size(0); ++r) {
+    rewards::Completion c;
+    c.prompt = take(every[r][2]);
+    c.text = take(every[r][3]);
+    c.group = groups.try_emplace({every[r][0], every[r][1]}, groups.size()).first->second;
+    out.completions.push_back(std::move(c));
+    out.correct.push_back(every[r][4] < 0 ? std::nullopt : std::optional<bool>(every[r][4] == 1));
+    out.totals.push_back(std::isnan(every_total[r]) ? std::nullopt
+                                                    : std::optional<float>(static_cast<float>(every_total[r])));
+  }
+  return out;
+}
+
+CorrectShare correct_variance_share(const std::vector<rewards::Completion>& completions,
+                                    const std::vector<std::optional<float>>& totals,
+                                    const std::vector<std::optional<bool>>& correct) {
+  GRPO_CHECK(totals.size() == completions.size() && correct.size() == completions.size(),
+             "correct_variance_share: {} completions, {} totals and {} correct values", completions.size(),
+             totals.size(), correct.size());
+  std::map<std::size_t, std::vector<std::pair<double, bool>>> groups;  // (total, correct) by group
+  for (std::size_t i = 0; i < completions.size(); ++i) {
+    if (totals[i] && correct[i]) groups[completions[i].group].emplace_back(*totals[i], *correct[i]);
+  }
+  CorrectShare out;
+  double shares = 0.0;
+  for (const auto& [group, rows] : groups) {
+    double n[2] = {0.0, 0.0}, sum[2] = {0.0, 0.0};
+    for (const auto& [x, right] : rows) {
+      n[right] += 1.0;
+      sum[right] += x;
+    }
+    const double mean = (sum[0] + sum[1]) / (n[0] + n[1]);
+    double spread = 0.0;
+    for (const auto& row : rows) spread += (row.first - mean) * (row.first - mean);
+    if (!(spread > 0.0)) continue;  // equal totals: no advantage to explain
+    double between = 0.0;
+    for (int c = 0; c < 2; ++c) {
+      if (n[c] > 0) between += n[c] * (sum[c] / n[c] - mean) * (sum[c] / n[c] - mean);
+    }
+    shares += std::min(1.0, between / spread);
+    ++out.groups;
+  }
+  if (out.groups > 0) out.share = shares / static_cast<double>(out.groups);
+  return out;
+}
+
 RewardModelRefresh::RewardModelRefresh(std::shared_ptr<const rewards::RewardModelReward> reward,
                                        RewardModelRefreshOptions options)
     : reward_(std::move(reward)), options_(std::move(options)) {
@@ -91,11 +185,25 @@ RewardModelRefresh::RewardModelRefresh(std::shared_ptr<const rewards::RewardMode
 
 void RewardModelRefresh::on_step_metrics(const GrpoTrainer& trainer, const StepBatch& batch,
                                          std::vector<MetricValue>& values) {
-  GRPO_CHECK_CONFIG(trainer.process_group().world_size() == 1,
-                    "reward model refresh: runs in one process (each of {} ranks would train its own copy of '{}')",
-                    trainer.process_group().world_size(), reward_->name());
-  const std::vector<MetricValue> mine = observe(batch);
+  ProcessGroup& group = trainer.process_group();
+  if (group.world_size() == 1) {
+    const std::vector<MetricValue> mine = observe(batch);
+    values.insert(values.end(), mine.begin(), mine.end());
+    return;
+  }
+  // Every rank learns the whole step's pairs, so every rank's copy scores alike.
+  const StepBatch whole = gather_graded(group, batch);
+  const bool refreshes = whole.step % options_.every_steps == 0;
+  const std::vector<MetricValue> mine = observe(whole);
   values.insert(values.end(), mine.begin(), mine.end());
+  if (refreshes && !buffer_.empty()) {
+    // The ranks trained alike from equal weights on equal pairs; rank 0's weights are sent all the same, so that no
+    // rank's kernels (another CPU, another thread count) can part the copies.
+    reward_->update_model([&](models::ValueModel& model, const text::Tokenizer&) {
+      torch::NoGradGuard no_grad;
+      broadcast_parameters(group, *model, 0);
+    });
+  }
 }
 
 std::vector<MetricValue> RewardModelRefresh::observe(const StepBatch& batch) {
@@ -118,7 +226,15 @@ std::vector<MetricValue> RewardModelRefresh::observe(const StepBatch& batch) {
     values.push_back({name + "/policy_pair_accuracy", before.accuracy, MetricReduction::weighted_mean,
                       static_cast<double>(before.pairs)});
   }
-  values.push_back({name + "/policy_pairs", static_cast<double>(fresh.size()), MetricReduction::sum, 1.0});
+  // max, not sum: with several ranks every rank counts the whole step's pairs (gather_graded).
+  values.push_back({name + "/policy_pairs", static_cast<double>(fresh.size()), MetricReduction::max, 1.0});
+  if (!batch.totals.empty()) {
+    const CorrectShare share = correct_variance_share(batch.completions, batch.totals, batch.correct);
+    if (share.groups > 0) {
+      values.push_back({name + "/correct_share", share.share, MetricReduction::weighted_mean,
+                        static_cast<double>(share.groups)});
+    }
+  }
   for (PreferencePair& pair : fresh) buffer_.push_back(std::move(pair));
   while (static_cast<std::int64_t>(buffer_.size()) > options_.buffer_pairs) buffer_.pop_front();
   values.push_back({name + "/buffer_pairs", static_cast<double>(buffer_.size()), MetricReduction::max, 1.0});

@@ -250,11 +250,9 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   }
   prepare_model(run->model, s, run->device);  // the tiny task warms up on the CPU
   // --rm-refresh-every: the reward models of the run's one reward set learn from its completions (the checks of the
-  // combination are parse_run_settings'; the process count is known here).
+  // combination are parse_run_settings').
   std::vector<std::shared_ptr<RewardModelRefresh>> refreshes;
   if (s.rm_refresh.every_steps > 0) {
-    GRPO_CHECK_CONFIG(run->group.world_size() == 1, "--rm-refresh-every: runs in one process (each of the {} ranks "
-                      "would train its own copy of the reward model on its own share)", run->group.world_size());
     rewards::RewardSet set = make_rewards(s);
     for (const auto& entry : set.entries()) {
       if (auto rm = std::dynamic_pointer_cast<const rewards::RewardModelReward>(entry.reward)) {

@@ -9,6 +9,7 @@
 #include <grpo/models/causal_lm.hpp>
 #include <grpo/train/distributed.hpp>
 #include <grpo/train/grpo_trainer.hpp>
+#include <grpo/train/reward_model_refresh.hpp>
 
 #include <support/process_testing.hpp>
 #include <support/token_prompt_source.hpp>
@@ -456,6 +457,52 @@ TEST_CASE("distributed worker join", "[.worker]") {
   });
 }
 
+// gather_graded over two ranks of unequal shares: rank 0 holds groups 5 and 7 (its numbering), with totals; rank 1
+// one group numbered 5 too, without totals, with bytes outside ASCII, an empty text and a row without a judge's value.
+TEST_CASE("distributed worker graded", "[.worker]") {
+  run_worker([] {
+    auto pg = gt::ProcessGroup::from_env(worker_options());
+    gt::StepBatch mine;
+    mine.step = 3;
+    mine.group_size = 2;
+    const auto add = [&](std::string prompt, std::string text, std::size_t group, std::optional<bool> correct) {
+      grpo::rewards::Completion c;
+      c.prompt = std::move(prompt);
+      c.text = std::move(text);
+      c.group = group;
+      mine.completions.push_back(c);
+      mine.correct.push_back(correct);
+    };
+    if (pg.rank() == 0) {
+      add("p0", "a", 5, true);
+      add("p0", "bb", 5, false);
+      add("p1", "ccc", 7, false);
+      mine.totals = {1.5f, -2.0f, std::nullopt};
+    } else {
+      add("p\xc3\xa9", "\xe2\x88\x9a" "2 \xff", 5, std::nullopt);
+      add("p\xc3\xa9", "", 5, true);
+    }
+    const gt::StepBatch whole = gt::gather_graded(pg, mine);
+    REQUIRE(whole.step == 3);
+    REQUIRE(whole.group_size == 2);
+    REQUIRE(whole.completions.size() == 5);
+    const std::vector<std::string> prompts{"p0", "p0", "p1", "p\xc3\xa9", "p\xc3\xa9"};
+    const std::vector<std::string> texts{"a", "bb", "ccc", "\xe2\x88\x9a" "2 \xff", ""};
+    const std::vector<std::size_t> groups{0, 0, 1, 2, 2};  // rank 1's group 5 is not rank 0's
+    const std::vector<std::optional<bool>> correct{true, false, false, std::nullopt, true};
+    const std::vector<std::optional<float>> totals{1.5f, -2.0f, std::nullopt, std::nullopt, std::nullopt};
+    for (std::size_t i = 0; i < 5; ++i) {
+      INFO("row " << i);
+      REQUIRE(whole.completions[i].prompt == prompts[i]);
+      REQUIRE(whole.completions[i].text == texts[i]);
+      REQUIRE(whole.completions[i].group == groups[i]);
+      REQUIRE(whole.correct[i] == correct[i]);
+      REQUIRE(whole.totals[i] == totals[i]);
+    }
+    std::printf("rank %d gathered %zu rows\n", pg.rank(), whole.completions.size());
+  });
+}
+
 // Rank 1 kills itself (SIGKILL: no clean-up, as in an out-of-memory kill) in the middle of a run of all-reduces.
 TEST_CASE("distributed worker die", "[.worker]") {
   run_worker([] {
@@ -677,6 +724,11 @@ TEST_CASE("two ranks learn the counting task through the drop-in loop lines", "[
     REQUIRE(!result.timed_out);
     REQUIRE(result.exit_code == 0);
   }
+}
+
+TEST_CASE("gather_graded: every rank gets every rank's graded completions, in rank order, groups renumbered",
+          "[distributed]") {
+  require_two_ranks_pass("graded", 60s);
 }
 
 TEST_CASE("a rank that dies makes the other fail at once with a clear error", "[distributed]") {

@@ -374,6 +374,39 @@ TEST_CASE("r1_zero --rm-refresh-every: the reward model learns from the run's ow
   CHECK(pipelined.status != 0);
   CHECK_THAT(pipelined.out, Catch::Contains("--rm-refresh-every with --max-staleness"));
 }
+
+TEST_CASE("r1_zero --rm-refresh-every on two ranks: every rank learns the whole step's pairs, as the one-rank run",
+          "[examples][distributed]") {
+  const auto model = train_tiny_reward_model("tiny_rm_ranks_model", "--epochs 1");
+  REQUIRE(model.trained.status == 0);
+  const std::string args = " --reward-config " + model.rewards.string() +
+                           " --rm-refresh-every 1 --steps 2 --eval-every 0 --save-every 0 --no-tensorboard";
+  const auto one_dir = scratch("tiny_rm_ranks_one"), two_dir = scratch("tiny_rm_ranks_two");
+  const auto one = r1_zero(args, one_dir);
+  INFO(one.out);
+  REQUIRE(one.status == 0);
+  const auto two = grpo::testing::run_command(std::string(grpo::testing::source_dir()) + "/scripts/launch.sh -n 2 " +
+                                              grpo::testing::r1_zero_path() + " --output-dir " + two_dir.string() +
+                                              args + " 2>&1");
+  INFO(two.out);
+  REQUIRE(two.status == 0);
+  const auto one_metrics = read_metrics(one_dir), two_metrics = read_metrics(two_dir);
+  // Step 1 samples from the same weights, so both runs draw the same completions (keyed noise): the same pairs, and
+  // a refresh on the same buffer. Each rank on its own would hold half of them.
+  for (const char* name : {"reward_model/policy_pairs", "reward_model/buffer_pairs", "reward_model/policy_pair_accuracy",
+                           "reward_model/correct_share"}) {
+    INFO(name);
+    CHECK(two_metrics.at(1).at(name) == Approx(one_metrics.at(1).at(name)).epsilon(1e-12));
+  }
+  CHECK(two_metrics.at(1).at("reward_model/buffer_pairs") > 0);
+  for (const char* name : {"reward_model/refresh_loss", "reward_model/refresh_accuracy"}) {
+    INFO(name);
+    CHECK(two_metrics.at(1).at(name) == Approx(one_metrics.at(1).at(name)).epsilon(1e-5));
+  }
+  // Step 2's rewards come from the refreshed copies: equal on both ranks, so the step's mean reward is the one-rank
+  // run's while the policies agree (its loss to fp32 rounding).
+  CHECK(two_metrics.at(2).at("reward") == Approx(one_metrics.at(2).at("reward")).epsilon(1e-4));
+}
 #endif
 
 namespace {

@@ -51,7 +51,7 @@ TEST_CASE("RewardModelRefresh: pairs every step's completions, measures the rewa
       .training = {.epochs = 2, .batch_size = 3, .learning_rate = 1e-2, .seed = 9}};
   const grpo::rewards::RewardModelOptions reading{.completion_suffix = " </answer>"};
   // Step s's batch: four held-out problems (by s), each with four answers of which the first counts as right, but
-  // the last problem's are all wrong (it gives no pair).
+  // the last problem's are all wrong (it gives no pair). Answer d's total is d.
   const auto batch_of = [&](std::int64_t step) {
     grpo::train::StepBatch batch;
     batch.step = step;
@@ -64,6 +64,7 @@ TEST_CASE("RewardModelRefresh: pairs every step's completions, measures the rewa
         c.group = g;
         batch.completions.push_back(c);
         batch.correct.push_back(g < 3 && d == 0);
+        batch.totals.push_back(static_cast<float>(d));
       }
     }
     return batch;
@@ -93,6 +94,9 @@ TEST_CASE("RewardModelRefresh: pairs every step's completions, measures the rewa
   CHECK(m1.at("reward_model/policy_pairs") == 6);
   CHECK(m1.at("reward_model/policy_pair_accuracy") == Approx(before1));
   CHECK(m1.at("reward_model/buffer_pairs") == 6);
+  // Totals 0, 1, 2, 3 with the 0 right: mean 1.5, spread 5, right 0 and wrong 2 apart from it by 1.5 and 0.5, so
+  // 2.25 + 3 · 0.25 = 3 of 5 explained; the all-wrong group explains 0. (3 · 0.6 + 0) / 4 groups.
+  CHECK(m1.at("reward_model/correct_share") == Approx(0.45));
   CHECK(m1.count("reward_model/refresh_loss") == 0);  // step 1: no refresh yet
   CHECK(grpo::testing::same_tensors(grpo::testing::parameters_of(*model), weights0));
   all.insert(all.end(), fresh1.begin(), fresh1.end());
@@ -170,4 +174,37 @@ TEST_CASE("RewardModelRefresh: pairs every step's completions, measures the rewa
   CHECK_THROWS_WITH(grpo::train::RewardModelRefresh(reward, {.every_steps = 1, .buffer_pairs = 0}),
                     Catch::Contains("buffer_pairs"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("correct_variance_share: the part of each group's reward spread that right against wrong explains, by hand",
+          "[train][reward_model]") {
+  std::vector<grpo::rewards::Completion> completions;
+  std::vector<std::optional<float>> totals;
+  std::vector<std::optional<bool>> correct;
+  const auto add = [&](std::size_t group, std::optional<float> total, std::optional<bool> right) {
+    grpo::rewards::Completion c;
+    c.group = group;
+    completions.push_back(c);
+    totals.push_back(total);
+    correct.push_back(right);
+  };
+  add(0, 1.0f, true);  // the rule's case: all the spread is right against wrong
+  add(0, 3.0f, false);
+  for (const float x : {0.0f, 1.0f}) add(1, x, false);  // mean 2, spread 4 + 1 + 0 + 9 = 14; the classes' means
+  for (const float x : {2.0f, 5.0f}) add(1, x, true);   // 0.5 and 3.5: 2 · 1.5² · 2 = 9 of it
+  add(2, 1.0f, false);  // all wrong, yet spread: none explained
+  add(2, 2.0f, false);
+  add(3, 4.0f, true);  // equal totals: no advantage, not counted
+  add(3, 4.0f, false);
+  add(4, 7.0f, true);  // a row without a total and one without a judge's value drop out; one row is left
+  add(4, std::nullopt, false);
+  add(4, 1.0f, std::nullopt);
+  const auto share = grpo::train::correct_variance_share(completions, totals, correct);
+  CHECK(share.groups == 3);
+  CHECK(share.share == Approx((1.0 + 9.0 / 14.0 + 0.0) / 3.0).epsilon(1e-12));
+  const auto none = grpo::train::correct_variance_share({completions[6], completions[7]}, {4.0f, 4.0f}, {true, false});
+  CHECK(none.groups == 0);
+  CHECK(none.share == 0.0);
+  CHECK_THROWS_WITH(grpo::train::correct_variance_share(completions, {1.0f}, correct),
+                    Catch::Contains("13 completions, 1 totals"));
 }

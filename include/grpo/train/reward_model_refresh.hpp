@@ -9,7 +9,10 @@
 //      well it still orders what the policy now writes (the over-optimisation gauge), over reward_model/policy_pairs,
 //   3. adds them to the buffer (the newest buffer_pairs are kept), and every every_steps steps trains the model on
 //      the whole buffer (train_reward_model; its seed moved by the step), logging reward_model/refresh_loss,
-//      reward_model/refresh_accuracy (the last epoch's), reward_model/buffer_pairs and timing_s/reward_model_refresh.
+//      reward_model/refresh_accuracy (the last epoch's), reward_model/buffer_pairs and timing_s/reward_model_refresh,
+//   4. and logs reward_model/correct_share (correct_variance_share of the step's totals): how much of the spread that
+//      GRPO makes advantages of is right against wrong. A rule reward scores 1; a reward model spreads its scores
+//      within groups that are all right or all wrong too, where a rule gives no advantage.
 // (The metrics are named by the reward: "reward_model" is the registry entry's default name.)
 // Pairs are read as the reward reads a completion: RewardModelOptions::completion_suffix is appended to both sides.
 // The model is trained under the reward's lock (RewardModelReward::update_model), so no score call sees it half
@@ -18,11 +21,12 @@
 //
 //   auto refresh = std::make_shared<grpo::train::RewardModelRefresh>(rm_reward, grpo::train::RewardModelRefreshOptions{
 //       .every_steps = 5});
-//   trainer.add_callback(refresh);            // in a run of one process (see below)
+//   trainer.add_callback(refresh);
 //   if (resumed) refresh->restore(checkpoints.latest()->path);
 //
-// build_run adds one for each "reward_model" reward of the run with --rm-refresh-every N. One process only: each rank
-// would train its own copy on its own share and the ranks' rewards would part (not built: gathering the pairs).
+// build_run adds one for each "reward_model" reward of the run with --rm-refresh-every N. With several processes every
+// rank gathers the whole step's graded completions and trains its copy alike (then takes rank 0's weights), so the
+// ranks' rewards never part; each rank does the whole refresh's work.
 #pragma once
 
 #include <grpo/train/grpo_trainer.hpp>
@@ -42,6 +46,28 @@ class RewardModelReward;
 
 namespace grpo::train {
 
+/// The graded rows of every rank's `batch`, on every rank, in rank order: the completions' prompt, text and group
+/// (renumbered from 0 in order of first appearance, each rank's own apart), `correct` and `totals` (empty totals
+/// count as no value), and the step and group size. With contiguous prompt shards this is the one-process batch.
+/// Collective: three all_gather_rows. Throws grpo::Error when `batch`'s sizes differ.
+StepBatch gather_graded(ProcessGroup& group, const StepBatch& batch);
+
+/// What correct_variance_share measured: the mean share, and over how many groups.
+struct CorrectShare {
+  double share = 0.0;
+  std::int64_t groups = 0;
+};
+
+/// Of the rewards' spread within each group, the part that right against wrong explains: for every group (rows by
+/// Completion::group) of the rows with both a total and a correct value whose totals are not all equal, the
+/// between-class sum of squares n₁(m₁ − m)² + n₀(m₀ − m)² over the group's Σ(x − m)² (0 for a group all right or all
+/// wrong), averaged over those groups. This is the share of a group's standardised GRPO advantages that carries the
+/// verifier's signal. `completions`, `totals` and `correct` are [rows]; returns {0, 0} when no group has spread.
+/// Throws grpo::Error when the sizes differ.
+CorrectShare correct_variance_share(const std::vector<rewards::Completion>& completions,
+                                    const std::vector<std::optional<float>>& totals,
+                                    const std::vector<std::optional<bool>>& correct);
+
 class RewardModelRefresh final : public TrainerCallback {
  public:
   /// `reward`: the run's reward model (its model is trained in place: every holder of the reward scores with the new
@@ -50,7 +76,8 @@ class RewardModelRefresh final : public TrainerCallback {
   /// set) or bf16/fp16 weights.
   RewardModelRefresh(std::shared_ptr<const rewards::RewardModelReward> reward, RewardModelRefreshOptions options);
 
-  /// observe(batch)'s metrics added to the step's. Throws ConfigError in a run of several processes.
+  /// observe(batch)'s metrics added to the step's. With several processes it observes every rank's rows
+  /// (gather_graded), so every rank learns the same pairs, and after a refresh rank 0's weights are broadcast.
   void on_step_metrics(const GrpoTrainer& trainer, const StepBatch& batch, std::vector<MetricValue>& values) override;
   /// The refresh's work on one step's batch (its step, completions and correct): the pairs, measured and added to
   /// the buffer, and on a step that is a multiple of every_steps the training; returns the metrics above.

@@ -14,8 +14,13 @@
 // pipelined. Thread split: --threads for the trainer, --generation-threads for the worker (1 and 1 by default: the
 // tiny model's tensors are too small for intra-op threads to pay).
 //
+// --hidden H and --layers L widen and deepen the policy (the tiny task's: hidden 64, intermediate 2H, 2 layers, 4
+// heads), warmed up the same way: a policy whose update costs what it costs beside a sandbox at the scale people
+// train, where the tiny one's 0.1 s update hides in any real reward.
+//
 //   build/benchmarks/bench_pipeline [--steps 160] [--target 0.9] [--eval-every 10] [--seed 1] [--only rule,sandbox,delay]
 //                                   [--delay-ms 2] [--threads 1] [--generation-threads 1] [--prompts P] [--group G]
+//                                   [--hidden 64] [--layers 2]
 #include <grpo/rewards/accuracy_reward.hpp>
 #include <grpo/rewards/reward_set.hpp>
 #include <grpo/sandbox/sandbox.hpp>
@@ -45,6 +50,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::int64_t steps = 160, eval_every = 10, threads = 1, generation_threads = 1, prompts = 0, group = 0;
+  std::int64_t hidden = 0, layers = 0;  ///< 0: the tiny task's model
   std::uint64_t seed = 1;
   double target = 0.9, delay_ms = 2.0;
   std::vector<std::string> only = {"rule", "sandbox", "delay"};
@@ -62,6 +68,8 @@ Args parse(int argc, char** argv) {
     else if (flag == "--generation-threads") a.generation_threads = std::stoll(value);
     else if (flag == "--prompts") a.prompts = std::stoll(value);
     else if (flag == "--group") a.group = std::stoll(value);
+    else if (flag == "--hidden") a.hidden = std::stoll(value);
+    else if (flag == "--layers") a.layers = std::stoll(value);
     else if (flag == "--seed") a.seed = std::stoull(value);
     else if (flag == "--target") a.target = std::stod(value);
     else if (flag == "--delay-ms") a.delay_ms = std::stod(value);
@@ -120,6 +128,20 @@ rewards::CorrectnessJudge slow_judge(double delay_ms) {
   };
 }
 
+/// The tiny task's model, or one of its shape widened to --hidden and deepened to --layers (random weights from `seed`).
+models::CausalLM bench_policy(const Args& a, std::uint64_t seed) {
+  models::CausalLM tiny = train::tiny_task_model(seed);
+  if (a.hidden == 0 && a.layers == 0) return tiny;
+  models::ModelConfig config = tiny->config();
+  if (a.hidden > 0) {
+    config.hidden_size = a.hidden;
+    config.intermediate_size = 2 * a.hidden;
+  }
+  if (a.layers > 0) config.num_hidden_layers = a.layers;
+  torch::manual_seed(seed);
+  return models::CausalLM(config);
+}
+
 struct Result {
   std::vector<std::pair<std::int64_t, double>> curve;  // (step, held-out accuracy)
   std::optional<double> seconds_to_target;
@@ -147,7 +169,7 @@ Result run(const Args& a, const std::string& scenario, bool pipelined,
   train::parse_run_settings(s, flags, "bench_pipeline");
   at::set_num_threads(static_cast<int>(a.threads));
   train::TinyTask task(s.trainer.seed, s.held_out);
-  models::CausalLM model = train::tiny_task_model(s.trainer.seed);
+  models::CausalLM model = bench_policy(a, s.trainer.seed);
   train::warm_up_tiny_model(model, task, s.trainer.seed, train::kTinyTaskWarmUpSteps);
   std::unique_ptr<train::StepScorer> scorer;
   if (scenario == "rule") {
@@ -206,8 +228,11 @@ int main(int argc, char** argv) try {
   } catch (const sandbox::SandboxError& e) {
     unavailable = e.what();
   }
-  fmt::print("bench_pipeline: tiny task, {} steps, seed {}, target {:.2f}; threads: trainer {}, worker {}; {} cores\n",
-             a.steps, a.seed, a.target, a.threads, a.generation_threads, std::thread::hardware_concurrency());
+  const auto config = bench_policy(a, a.seed)->config();
+  fmt::print("bench_pipeline: tiny task, {} steps, seed {}, target {:.2f}; policy hidden {}, {} layers; threads: "
+             "trainer {}, worker {}; {} cores\n",
+             a.steps, a.seed, a.target, config.hidden_size, config.num_hidden_layers, a.threads, a.generation_threads,
+             std::thread::hardware_concurrency());
   for (const std::string& scenario : a.only) {
     if (scenario == "sandbox" && !box) {
       fmt::print("{}: skipped, the sandbox cannot run here: {}\n", scenario, unavailable);

@@ -65,7 +65,7 @@ CLI::App* add_train_rm_command(CLI::App& app, TrainRmArgs& a) {
                                   "--pairs)")
       ->check(CLI::IsMember({"tiny"}));
   c->add_option("--model", a.model, "a causal LM checkpoint directory: the reward model is its weights with a new "
-                                    "score head (float32)");
+                                    "score head (in --dtype)");
   c->add_option("--reward-model", a.reward_model, "a reward model checkpoint directory (score.weight or TRL's "
                                                   "v_head) to train further, instead of --model");
   c->add_option("--pairs", a.pairs, "training pairs: JSON lines in TRL's preference formats (prompt/chosen/rejected, "
@@ -87,6 +87,29 @@ CLI::App* add_train_rm_command(CLI::App& app, TrainRmArgs& a) {
                 fmt::format("tokens of prompt + side kept, the last ones (default {})", a.training.max_length));
   c->add_option("--center-rewards-coefficient", a.center_rewards_coefficient,
                 "TRL's centring term on (r_chosen + r_rejected)² (default: off)");
+  grpo::train::RunSettings& m = a.model_settings;
+  c->add_option("--dtype", m.dtype, "fp32, or bf16: bf16 weights trained through fp32 master copies (default fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  c->add_option("--optimizer-precision", a.optimizer_precision,
+                "with --dtype bf16: fp32_master (fp32 master weights and AdamW state) or compensated (bf16 weights "
+                "stepped in place, Kahan-compensated; default fp32_master)")
+      ->check(CLI::IsMember({"fp32_master", "compensated"}));
+  c->add_option("--gradient-checkpointing", m.gradient_checkpointing,
+                fmt::format("recompute each decoder layer in backward: on, off, or auto (on from 100 M parameters; "
+                            "default {})", m.gradient_checkpointing))
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  c->add_option("--lora-r", m.lora_r, "LoRA rank: adapters on the backbone and the whole score head train, merged into "
+                                      "the weights written (default 0: every weight trains)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--lora-alpha", m.lora_alpha, fmt::format("LoRA alpha (scaling alpha / r; default {})", m.lora_alpha))
+      ->check(CLI::PositiveNumber);
+  c->add_option("--lora-dropout", m.lora_dropout,
+                fmt::format("dropout on the adapters' input (default {})", m.lora_dropout))
+      ->check(CLI::Range(0.0, 0.999));
+  c->add_option("--lora-target-modules", m.lora_target_modules,
+                "modules that get adapters: names (q_proj,v_proj), a regular expression, or all-linear (default: "
+                "q_proj,v_proj)")
+      ->delimiter(',');
   c->add_option("--seed", a.seed, fmt::format("the pairs' order each epoch; with --task tiny also the task, its "
                                               "policy and its pairs (default {})", a.seed));
   c->add_option("--train-prompts", a.train_prompts,
@@ -122,6 +145,14 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
   if (tiny && command.count("--epochs") == 0) a.training.epochs = kTinyEpochs;
   if (tiny && command.count("--batch-size") == 0) a.training.batch_size = kTinyBatchSize;
   a.training.seed = a.seed;
+  a.training.optimizer_precision = grpo::train::parse_optimizer_precision(a.optimizer_precision);
+  GRPO_CHECK_CONFIG(a.model_settings.dtype == "bf16" || command.count("--optimizer-precision") == 0,
+                    "grpo train-rm --optimizer-precision {}: for --dtype bf16 (fp32 weights are stepped as they are)",
+                    a.optimizer_precision);
+  GRPO_CHECK_CONFIG(a.model_settings.lora_r > 0 || (command.count("--lora-alpha") == 0 &&
+                                                     command.count("--lora-dropout") == 0 &&
+                                                     command.count("--lora-target-modules") == 0),
+                    "grpo train-rm: --lora-alpha, --lora-dropout and --lora-target-modules need --lora-r");
   torch::manual_seed(a.seed);  // a new head's initial weights
   try {
     a.training.validate();
@@ -139,6 +170,7 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
   }
 
   const std::string source_dir = a.model.empty() ? a.reward_model : a.model;  // "" with --task tiny
+  const torch::ScalarType dtype = grpo::train::run_dtype(a.model_settings);  // read in it: no float32 copy of 7B weights
   grpo::models::ValueModel model{nullptr};
   std::optional<grpo::text::Tokenizer> tokenizer;
   std::vector<train::PreferencePair> pairs, held_out;
@@ -161,12 +193,12 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
     try {
       tokenizer = grpo::text::Tokenizer::from_pretrained(dir);
       if (!a.model.empty()) {
-        model = grpo::models::value_model_from_policy(grpo::models::from_pretrained(dir, torch::kFloat32),
+        model = grpo::models::value_model_from_policy(grpo::models::from_pretrained(dir, dtype),
                                                       grpo::models::ScalarHeadLayout::sequence_classification);
         const auto pad = tokenizer->special_token_ids().pad;
         model->set_pad_token_id(pad ? std::optional<std::int64_t>(*pad) : std::nullopt);
       } else {
-        model = grpo::models::value_model_from_pretrained(dir, torch::kFloat32);
+        model = grpo::models::value_model_from_pretrained(dir, dtype);
       }
     } catch (const grpo::Error& e) {
       throw grpo::ConfigError(fmt::format("grpo train-rm {} {}: {}", flag, dir, e.what()));
@@ -181,11 +213,23 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
     if (!a.eval_pairs.empty()) held_out = train::read_preference_pairs(a.eval_pairs, chat);
   }
   GRPO_CHECK_CONFIG(!pairs.empty(), "grpo train-rm: {} holds no pairs", tiny ? "the tiny task" : a.pairs);
+  // --dtype for the head and the backbone, then (fp32) adapters and checkpointing on the backbone, as grpo train does.
+  model->to(dtype);  // the tiny task's and a new head
+  grpo::train::prepare_model(model->backbone(), a.model_settings, torch::kCPU);  // errors name the --lora flags
 
-  std::int64_t parameters = 0;
-  for (const auto& p : model->parameters()) parameters += p.numel();
-  fmt::print("train-rm: {} training pairs, {} held out; a {}-parameter reward model, lr {}, {} epochs\n", pairs.size(),
-             held_out.size(), parameters, a.training.learning_rate, a.training.epochs);
+  std::int64_t parameters = 0, trained = 0;
+  for (const auto& p : model->parameters()) {
+    parameters += p.numel();
+    if (p.requires_grad()) trained += p.numel();
+  }
+  const auto lora = model->backbone()->lora_options();
+  fmt::print("train-rm: {} training pairs, {} held out; a {}-parameter reward model ({}{}{}), {} trained, lr {}, {} "
+             "epochs\n",
+             pairs.size(), held_out.size(), parameters, a.model_settings.dtype,
+             lora ? fmt::format(", LoRA r={} on {} modules", lora->rank, grpo::models::lora_modules(model->backbone()).size())
+                  : "",
+             model->backbone()->gradient_checkpointing() ? ", activation checkpointing" : "", trained,
+             a.training.learning_rate, a.training.epochs);
   const auto evaluate = [&] {
     return train::evaluate_reward_model(model, *tokenizer, held_out, a.training.batch_size, a.training.max_length);
   };
@@ -206,6 +250,7 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
   }
 
   const fs::path out(a.out);
+  if (lora) grpo::models::merge_lora(model->backbone());  // a full checkpoint, as peft's merge_and_unload
   grpo::models::save_pretrained(model, out);
   if (tiny) {
     grpo::io::write_file_atomically(out / "tokenizer.json",

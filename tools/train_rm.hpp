@@ -10,11 +10,17 @@
 //       by its verifier (the accuracy reward) from graded answers: the right one preferred to a wrong one, for
 //       training prompts and, held out, for the task's held-out problems
 //
+// --dtype bf16 keeps the weights in bf16 and trains them through fp32 master copies (--optimizer-precision);
+// --lora-r trains LoRA adapters on the backbone and the whole score head (peft's task SEQ_CLS with modules_to_save
+// ["score"], as TRL's reward script with --use_peft), merged into the weights written (peft's merge_and_unload);
+// --gradient-checkpointing recomputes each decoder layer in backward.
+//
 // It prints the held-out loss and pairwise accuracy before and after training and each epoch's training figures, and
 // writes them to OUT/train_rm_results.json: {"before": {"loss", "accuracy", "pairs"}, "epochs": [...], "after": {...}}.
 #pragma once
 
 #include <grpo/train/reward_model_training.hpp>
+#include <grpo/train/run_settings.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -32,6 +38,10 @@ struct TrainRmArgs {
   std::int64_t eval_prompts = 256;    ///< --task tiny: held-out problems, one pair each
   grpo::train::RewardModelTrainingOptions training;
   double center_rewards_coefficient = 0.0;  ///< copied into training when the flag is given
+  std::string optimizer_precision = "fp32_master";
+  /// The model's precision, memory and adapters: --dtype, --gradient-checkpointing and --lora-* of grpo train, with
+  /// its defaults (prepare_model applies them to the backbone).
+  grpo::train::RunSettings model_settings;
 };
 
 /// Adds the train-rm subcommand with its flags bound to `args`.

@@ -173,14 +173,6 @@ RewardModelRefresh::RewardModelRefresh(std::shared_ptr<const rewards::RewardMode
                     "reward model refresh: '{}' is a process reward model (step_separator set); pairs of whole "
                     "completions train an outcome model's last-token score, not its step scores",
                     reward_->name());
-  reward_->update_model([&](models::ValueModel& model, const text::Tokenizer&) {
-    for (const auto& p : model->parameters()) {
-      GRPO_CHECK_CONFIG(!p.requires_grad() || p.scalar_type() == torch::kFloat32 || p.scalar_type() == torch::kFloat64,
-                        "reward model refresh: '{}' has {} weights, which AdamW's small steps do not move: load it in "
-                        "float32 (\"dtype\": \"float32\", the reward entry's default)",
-                        reward_->name(), c10::toString(p.scalar_type()));
-    }
-  });
 }
 
 void RewardModelRefresh::on_step_metrics(const GrpoTrainer& trainer, const StepBatch& batch,

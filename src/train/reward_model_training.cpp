@@ -11,6 +11,8 @@
 #include <grpo/text/chat_messages.hpp>
 #include <grpo/text/chat_template.hpp>
 #include <grpo/text/tokenizer.hpp>
+#include <grpo/train/master_weights.hpp>
+#include <grpo/train/optimizer_step.hpp>
 #include <grpo/train/training_mode.hpp>
 
 #include <fmt/format.h>
@@ -271,18 +273,12 @@ std::vector<PreferenceMetrics> train_reward_model(models::ValueModel& model, con
                                                   const RewardModelTrainingOptions& options) {
   options.validate();
   GRPO_CHECK_CONFIG(!pairs.empty(), "train_reward_model: no preference pairs");
-  std::vector<torch::Tensor> parameters;
-  for (const auto& p : model->parameters()) {
-    if (!p.requires_grad()) continue;
-    GRPO_CHECK_CONFIG(p.scalar_type() == torch::kFloat32 || p.scalar_type() == torch::kFloat64,
-                      "train_reward_model: the model's parameters are {}: load it in float32 "
-                      "(value_model_from_pretrained(dir, torch::kFloat32)); AdamW steps on bf16/fp16 weights are "
-                      "mostly below their resolution and lost",
-                      c10::toString(p.scalar_type()));
-    parameters.push_back(p);
-  }
-  torch::optim::AdamW optimizer(parameters, torch::optim::AdamWOptions(options.learning_rate)
-                                                .weight_decay(options.weight_decay));
+  // Half-precision weights train through fp32 masters (or in place, compensated): AdamW's steps on bf16 weights are
+  // mostly below their resolution.
+  MasterWeights master(trainable_parameters(*model), options.optimizer_precision);
+  GRPO_CHECK_CONFIG(!master.masters().empty(), "train_reward_model: the model has no parameter that requires grad");
+  const auto optimizer = make_adamw(
+      master, torch::optim::AdamWOptions(options.learning_rate).weight_decay(options.weight_decay), options.seed);
   model->train();
   std::vector<PreferenceMetrics> epochs;
   for (std::int64_t epoch = 0; epoch < options.epochs; ++epoch) {
@@ -298,10 +294,11 @@ std::vector<PreferenceMetrics> train_reward_model(models::ValueModel& model, con
       const auto result = bradley_terry_loss(scores.narrow(0, 0, p), scores.narrow(0, p, p),
                                              margins_of(part, scores.device()),
                                              {.center_rewards_coefficient = options.center_rewards_coefficient, .pairs = std::nullopt});
-      optimizer.zero_grad();
+      optimizer->zero_grad();
       result.loss.backward();
-      if (options.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, options.max_grad_norm);
-      optimizer.step();
+      master.accumulate_gradients();
+      clip_and_step(*optimizer, master.masters(), options.max_grad_norm);
+      master.masters_to_parameters();
       metrics.loss += result.loss.item<double>() * static_cast<double>(p);
       metrics.accuracy += result.accuracy * static_cast<double>(p);
       metrics.pairs += p;

@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 #include <grpo/core/json_quote.hpp>
+#include <grpo/io/safetensors.hpp>
 #include <simdjson.h>
 
 #include <cstdlib>
@@ -252,24 +253,38 @@ TEST_CASE("grpo score runs code_tests on ROLL code rows in the sandbox", "[tools
   CHECK(line == math.substr(0, math.size() - 1) + R"(,"rewards":{"code_tests":null},"reward":null})");
 }
 
-TEST_CASE("grpo train-rm trains a reward model on preference pairs and writes a directory the reward_model reward "
-          "reads, and bad flags or pairs are errors that name them",
-          "[tools][reward_model]") {
-  // A tiny causal LM over the tiny task's words, its tokenizer beside it.
-  const auto dir = scratch() / "train_rm";
+namespace {
+
+/// A tiny causal LM over the tiny task's words with its tokenizer (DIR/lm), pairs preferring an answer of 9 to an
+/// answer of 0 after any prompt (DIR/pairs.jsonl), and a line without its rejected side (DIR/bad.jsonl).
+fs::path train_rm_inputs(const std::string& name) {
+  const auto dir = scratch() / name;
   fs::remove_all(dir);
   torch::manual_seed(5);
   grpo::models::save_pretrained(grpo::train::tiny_task_model(5), dir / "lm");
   std::ofstream(dir / "lm" / "tokenizer.json") << grpo::train::TinyTask::tokenizer_json();
-  // Preferred: an answer of 9 over an answer of 0, after any prompt.
-  {
-    std::ofstream pairs(dir / "pairs.jsonl");
-    for (int i = 0; i < 12; ++i) {
-      pairs << R"({"prompt": "max )" << i % 10 << R"( 1 2 3 4 =", "chosen": "<answer> 9 </answer>", )"
-            << R"("rejected": "<answer> 0 </answer>"})" << "\n";
-    }
-    std::ofstream(dir / "bad.jsonl") << R"({"prompt": "max 1 =", "chosen": "<answer> 9 </answer>"})" << "\n";
+  std::ofstream pairs(dir / "pairs.jsonl");
+  for (int i = 0; i < 12; ++i) {
+    pairs << R"({"prompt": "max )" << i % 10 << R"( 1 2 3 4 =", "chosen": "<answer> 9 </answer>", )"
+          << R"("rejected": "<answer> 0 </answer>"})" << "\n";
   }
+  std::ofstream(dir / "bad.jsonl") << R"({"prompt": "max 1 =", "chosen": "<answer> 9 </answer>"})" << "\n";
+  return dir;
+}
+
+/// train_rm_results.json's held-out loss before and after training.
+std::pair<double, double> held_out_losses(const fs::path& rm) {
+  simdjson::dom::parser parser;
+  const simdjson::dom::element results = parser.load((rm / "train_rm_results.json").string());
+  return {double(results["before"]["loss"]), double(results["after"]["loss"])};
+}
+
+}  // namespace
+
+TEST_CASE("grpo train-rm trains a reward model on preference pairs and writes a directory the reward_model reward "
+          "reads, and bad flags or pairs are errors that name them",
+          "[tools][reward_model]") {
+  const auto dir = train_rm_inputs("train_rm");
   const std::string common = " --pairs " + (dir / "pairs.jsonl").string() + " --eval-pairs " +
                              (dir / "pairs.jsonl").string() + " --epochs 4 --batch-size 4 --lr 1e-2 --seed 2";
   const auto r = run("train-rm --model " + (dir / "lm").string() + common + " --out " + (dir / "rm").string());
@@ -316,5 +331,71 @@ TEST_CASE("grpo train-rm trains a reward model on preference pairs and writes a 
   CHECK_THAT(error("--model " + (dir / "lm").string() + common + " --max-length 0" + out),
              Catch::Contains("max_length") && Catch::Contains("--max-length"));
   CHECK_THAT(error("--model " + (dir / "none").string() + common + out), Catch::Contains("not a directory"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("grpo train-rm --lora-r trains adapters and the score head only, merged into the checkpoint it writes; "
+          "--dtype bf16 trains bf16 weights through fp32 masters",
+          "[tools][reward_model]") {
+  const auto dir = train_rm_inputs("train_rm_lora");
+  const std::string common = " --model " + (dir / "lm").string() + " --pairs " + (dir / "pairs.jsonl").string() +
+                             " --eval-pairs " + (dir / "pairs.jsonl").string() + " --epochs 4 --batch-size 4 --seed 2";
+  const auto train = [&](const std::string& flags, const std::string& out) {
+    const auto r = run("train-rm" + common + flags + " --out " + (dir / out).string());
+    INFO(r.out << stderr_text());
+    REQUIRE(r.status == 0);
+    return r.out;
+  };
+  train(" --lr 0", "start");  // the starting weights and head (the same seed draws the same head)
+  const std::string lora_out = train(" --lr 1e-2 --lora-r 4 --lora-target-modules q_proj,v_proj", "lora");
+  CHECK_THAT(lora_out, Catch::Contains("LoRA r=4 on 4 modules"));  // the tiny model's two layers
+  const auto [lora_before, lora_after] = held_out_losses(dir / "lora");
+  CHECK(lora_after < lora_before);
+  // Frozen weights are written as they were, the adapted ones merged (W + B·A·scaling), the head trained; what is
+  // written is a plain sequence classifier (no adapter tensors: it loads as one).
+  const auto start = grpo::io::load_checkpoint_tensors(dir / "start");
+  const auto lora = grpo::io::load_checkpoint_tensors(dir / "lora");
+  REQUIRE(lora.size() == start.size());
+  std::int64_t adapted = 0;
+  for (const auto& [name, w] : start) {
+    INFO(name);
+    const bool target = name.find("q_proj.weight") != std::string::npos || name.find("v_proj.weight") != std::string::npos;
+    const bool trained = target || name == "score.weight";
+    CHECK(torch::equal(lora.at(name), w) != trained);
+    adapted += target;
+  }
+  CHECK(adapted == 4);
+  CHECK(grpo::models::value_model_from_pretrained(dir / "lora")->layout() ==
+        grpo::models::ScalarHeadLayout::sequence_classification);
+
+  const std::string bf16_out = train(" --lr 1e-2 --dtype bf16", "bf16");
+  CHECK_THAT(bf16_out, Catch::Contains("(bf16)"));
+  const auto [bf16_before, bf16_after] = held_out_losses(dir / "bf16");
+  CHECK(bf16_after < bf16_before);
+  for (const auto& [name, w] : grpo::io::load_checkpoint_tensors(dir / "bf16")) {
+    INFO(name);
+    CHECK(w.scalar_type() == torch::kBFloat16);
+  }
+  // LoRA beside a bf16 base: the adapters train in fp32, the base stays as it was (rounded to bf16 once).
+  train(" --lr 1e-2 --dtype bf16 --lora-r 4 --gradient-checkpointing on", "bf16_lora");
+  const auto bf16_lora = grpo::io::load_checkpoint_tensors(dir / "bf16_lora");
+  CHECK(torch::equal(bf16_lora.at("model.embed_tokens.weight"),
+                     start.at("model.embed_tokens.weight").to(torch::kBFloat16)));
+  CHECK_FALSE(torch::equal(bf16_lora.at("model.layers.0.self_attn.q_proj.weight"),
+                           start.at("model.layers.0.self_attn.q_proj.weight").to(torch::kBFloat16)));
+
+  const auto error = [&](const std::string& flags) {
+    const auto result = run("train-rm" + common + flags + " --out " + (dir / "x").string());
+    CHECK(result.status == 2);
+    return stderr_text();
+  };
+  CHECK_THAT(error(" --lora-alpha 8"), Catch::Contains("--lora-alpha") && Catch::Contains("need --lora-r"));
+  CHECK_THAT(error(" --optimizer-precision compensated"),
+             Catch::Contains("--optimizer-precision compensated") && Catch::Contains("--dtype bf16"));
+  CHECK_THAT(error(" --lora-r 4 --lora-target-modules gate"),
+             Catch::Contains("--lora-r/--lora-target-modules") && Catch::Contains("target_modules"));
+  const auto fp16 = run("train-rm" + common + " --dtype fp16 --out " + (dir / "x").string());  // CLI11's own check
+  CHECK(fp16.status != 0);
+  CHECK_THAT(stderr_text(), Catch::Contains("--dtype"));
   fs::remove_all(dir);
 }

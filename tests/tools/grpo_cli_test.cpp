@@ -334,8 +334,8 @@ TEST_CASE("grpo train-rm trains a reward model on preference pairs and writes a 
   fs::remove_all(dir);
 }
 
-TEST_CASE("grpo train-rm --lora-r trains adapters and the score head only, merged into the checkpoint it writes; "
-          "--dtype bf16 trains bf16 weights through fp32 masters",
+TEST_CASE("grpo train-rm --lora-r trains adapters and the score head only, merged into the checkpoint it writes, "
+          "and --dtype bf16 trains bf16 weights through fp32 masters",
           "[tools][reward_model]") {
   const auto dir = train_rm_inputs("train_rm_lora");
   const std::string common = " --model " + (dir / "lm").string() + " --pairs " + (dir / "pairs.jsonl").string() +

@@ -119,8 +119,8 @@ TEST_CASE("train_reward_model: a tiny reward model learns to order held-out pref
   CHECK(std::get<1>(control).accuracy == before);  // nothing learnt
 }
 
-TEST_CASE("train_reward_model on bf16 weights: fp32 master weights keep steps below bf16's resolution, so the model "
-          "moves as its float32 copy does; compensated too; without masters it would not move",
+TEST_CASE("train_reward_model on bf16 weights: fp32 master weights (and compensated) keep steps below bf16's "
+          "resolution, so the model moves as its float32 copy does, where without masters it would not move",
           "[train][reward_model][precision][needs-tokenizer]") {
   const auto dir = grpo::text::testing::find_tokenizer_dir("gpt2");
   if (!dir) GRPO_SKIP(grpo::text::testing::missing_tokenizer("gpt2"));

@@ -53,6 +53,19 @@ grpo::testing::CommandResult r1_zero_two_ranks(const std::string& args, const fs
                                     " 2>&1");
 }
 
+/// r1_zero with `args` on one process and on two, into scratch(name + "_one") and scratch(name + "_two"); both must
+/// succeed. Returns the two output directories.
+std::pair<fs::path, fs::path> run_one_and_two_ranks(const std::string& args, const std::string& name) {
+  const auto one_dir = scratch(name + "_one"), two_dir = scratch(name + "_two");
+  const auto one = r1_zero(args, one_dir);
+  INFO(one.out);
+  REQUIRE(one.status == 0);
+  const auto two = r1_zero_two_ranks(args, two_dir);
+  INFO(two.out);
+  REQUIRE(two.status == 0);
+  return {one_dir, two_dir};
+}
+
 using StepMetrics = std::map<std::string, double>;
 
 /// metrics.jsonl as step → {name: value}; several lines of one step (training, evaluation) are merged.
@@ -388,13 +401,7 @@ TEST_CASE("r1_zero --rm-refresh-every on two ranks: every rank learns the whole 
   REQUIRE(model.trained.status == 0);
   const std::string args = " --reward-config " + model.rewards.string() +
                            " --rm-refresh-every 1 --steps 2 --eval-every 0 --save-every 0 --no-tensorboard";
-  const auto one_dir = scratch("tiny_rm_ranks_one"), two_dir = scratch("tiny_rm_ranks_two");
-  const auto one = r1_zero(args, one_dir);
-  INFO(one.out);
-  REQUIRE(one.status == 0);
-  const auto two = r1_zero_two_ranks(args, two_dir);
-  INFO(two.out);
-  REQUIRE(two.status == 0);
+  const auto [one_dir, two_dir] = run_one_and_two_ranks(args, "tiny_rm_ranks");
   const auto one_metrics = read_metrics(one_dir), two_metrics = read_metrics(two_dir);
   // Step 1 samples from the same weights, so both runs draw the same completions (keyed noise): the same pairs, and
   // a refresh on the same buffer. Each rank on its own would hold half of them.
@@ -1053,12 +1060,7 @@ TEST_CASE("r1_zero on two ranks follows the one-rank run: the same completions, 
   // and two ranks differ by fp32 reduction-order rounding, which can flip a sampled token at a near-tie of p / E.
   const std::string args = " --steps 30 --eval-every 0 --eval-problems 8 --eval-samples 1 --save-every 0 "
                            "--log-completions 1000 --no-tensorboard";
-  const auto one_dir = scratch("follow_one"), two_dir = scratch("follow_two");
-  const auto one = r1_zero(args, one_dir);
-  REQUIRE(one.status == 0);
-  const auto two = r1_zero_two_ranks(args, two_dir);
-  INFO(two.out);
-  REQUIRE(two.status == 0);
+  const auto [one_dir, two_dir] = run_one_and_two_ranks(args, "follow");
   // The two-rank run's (prompt, completion) pairs of each step must be among the one-rank run's.
   const auto one_completions = completions_by_step(one_dir), two_completions = completions_by_step(two_dir);
   std::int64_t first_difference = 0;
@@ -1105,12 +1107,7 @@ TEST_CASE("r1_zero on two ranks with pipelined rollouts follows the one-rank pip
   // them (keyed noise), and the losses agree to the fp32 rounding of one rank's gradient sum against two.
   const std::string args = " --steps 4 --eval-every 0 --eval-problems 8 --eval-samples 1 --save-every 0 "
                            "--log-completions 1000 --no-tensorboard --max-staleness 1 --off-policy-correction bypass";
-  const auto one_dir = scratch("pipelined_one"), two_dir = scratch("pipelined_two");
-  const auto one = r1_zero(args, one_dir);
-  REQUIRE(one.status == 0);
-  const auto two = r1_zero_two_ranks(args, two_dir);
-  INFO(two.out);
-  REQUIRE(two.status == 0);
+  const auto [one_dir, two_dir] = run_one_and_two_ranks(args, "pipelined");
   const auto one_completions = completions_by_step(one_dir), two_completions = completions_by_step(two_dir);
   const auto one_metrics = read_metrics(one_dir), two_metrics = read_metrics(two_dir);
   for (std::int64_t step = 1; step <= 2; ++step) {
@@ -1136,13 +1133,7 @@ TEST_CASE("r1_zero --advantage gae on two ranks follows the one-rank run: the cr
   // completions with the updated policy: the same ones while the updates agree.
   const std::string args = "--advantage gae " + kPpoFlags + " --steps 2 --eval-every 0 --eval-problems 8 "
                            "--eval-samples 1 --save-every 0 --log-completions 1000 --no-tensorboard";
-  const auto one_dir = scratch("ppo_one"), two_dir = scratch("ppo_two");
-  const auto one = r1_zero(args, one_dir);
-  INFO(one.out);
-  REQUIRE(one.status == 0);
-  const auto two = r1_zero_two_ranks(args, two_dir);
-  INFO(two.out);
-  REQUIRE(two.status == 0);
+  const auto [one_dir, two_dir] = run_one_and_two_ranks(args, "ppo");
   const auto one_completions = completions_by_step(one_dir), two_completions = completions_by_step(two_dir);
   const auto one_metrics = read_metrics(one_dir), two_metrics = read_metrics(two_dir);
   const auto agree = [&](std::int64_t step, double tolerance) {

@@ -454,6 +454,25 @@ CausalLM deep_copy(const CausalLM& model) {
   return copy;
 }
 
+CausalLM weight_sharing_copy(const CausalLM& model) {
+  const auto reference = model->lm_head_weight();
+  // WeightInit::none: uninitialised tensors, released as each parameter takes the model's (on the CPU their pages are
+  // never touched).
+  CausalLM copy(model->config(), WeightInit::none, reference.options());
+  torch::NoGradGuard no_grad;
+  const auto source = model->named_parameters();
+  for (auto& p : copy->named_parameters()) {
+    const torch::Tensor* from = source.find(p.key());
+    GRPO_CHECK(from != nullptr && from->sizes() == p.value().sizes(),
+               "weight_sharing_copy: the model has no parameter \"{}\" of shape {}", p.key(), shape_str(p.value()));
+    p.value().set_data(*from);
+  }
+  copy->set_gradient_checkpointing(model->gradient_checkpointing());
+  copy->set_attention_implementation(model->attention_implementation());
+  copy->train(model->is_training());
+  return copy;
+}
+
 CausalLM from_pretrained(const std::filesystem::path& directory, std::optional<torch::ScalarType> dtype,
                          torch::Device device) {
   if (directory.extension() == ".gguf" && std::filesystem::is_regular_file(directory)) {

@@ -393,3 +393,57 @@ TEST_CASE("Pipelined trainer: configuration errors name the option", "[train][tr
   CHECK(train::parse_off_policy_correction("decoupled") == train::OffPolicyCorrection::decoupled);
   CHECK_THROWS_WITH(train::parse_off_policy_correction("sometimes"), Catch::Contains("decoupled"));
 }
+
+TEST_CASE("Pipelined trainer: a LoRA model's sampler copy shares the frozen base weights and holds adapters of its own",
+          "[train][trainer][pipeline]") {
+  torch::manual_seed(4);
+  models::CausalLM model(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32}));
+  const auto ids = torch::randint(0, 8, {2, 5}, torch::kLong);
+  const auto logits = [&](torch::nn::Module& m) {
+    torch::NoGradGuard no_grad;
+    return dynamic_cast<models::CausalLMImpl&>(m).forward(ids, torch::ones_like(ids));
+  };
+  SECTION("LoRA: the base shared, the adapters copied") {
+    models::add_lora(model, {.rank = 2, .alpha = 4.0, .target_modules = {"q_proj", "v_proj"}});
+    {
+      torch::NoGradGuard no_grad;  // adapters away from B = 0, so that they change the logits
+      for (auto& p : model->named_parameters()) {
+        if (models::is_lora_parameter(p.key())) p.value().normal_(0.0, 0.5);
+      }
+    }
+    model->eval();
+    train::TrainedModelOf<models::CausalLM> trained(model, PolicyOptions{});
+    const auto copy = trained.sampler_copy();
+    const auto source = model->named_parameters();
+    std::int64_t shared = 0, own = 0;
+    for (const auto& p : copy->module().named_parameters()) {
+      INFO(p.key());
+      CHECK_FALSE(p.value().requires_grad());
+      const torch::Tensor& from = source[p.key()];
+      CHECK(torch::equal(p.value(), from));
+      const bool same_storage = p.value().data_ptr() == from.data_ptr();
+      CHECK(same_storage != models::is_lora_parameter(p.key()));
+      (same_storage ? shared : own) += 1;
+    }
+    CHECK(own == 2 * static_cast<std::int64_t>(models::lora_modules(model).size()));  // each adapter's A and B
+    CHECK(shared > 0);
+    for (const auto& p : model->named_parameters()) CHECK(p.value().requires_grad() == models::is_lora_parameter(p.key()));
+    CHECK(torch::equal(logits(copy->module()), logits(*model)));
+    // The trainer's adapters move; the copy keeps its own until it loads them.
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->named_parameters()) {
+        if (models::is_lora_parameter(p.key())) p.value().add_(0.5);
+      }
+    }
+    CHECK_FALSE(torch::allclose(logits(copy->module()), logits(*model)));
+  }
+  SECTION("no LoRA: a deep copy") {
+    model->eval();
+    train::TrainedModelOf<models::CausalLM> trained(model, PolicyOptions{});
+    const auto copy = trained.sampler_copy();
+    const auto source = model->named_parameters();
+    for (const auto& p : copy->module().named_parameters()) CHECK(p.value().data_ptr() != source[p.key()].data_ptr());
+    CHECK(torch::equal(logits(copy->module()), logits(*model)));
+  }
+}

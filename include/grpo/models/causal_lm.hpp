@@ -240,6 +240,12 @@ bool is_lora_parameter(std::string_view name);
 /// Found by argument-dependent lookup from grpo::Policy::frozen_copy.
 CausalLM deep_copy(const CausalLM& model);
 
+/// A copy whose base parameters are the model's own tensors (the same storage: a write to one is seen by both), with
+/// the same config, gradient-checkpointing and attention settings and no LoRA adapters. For a second view of weights
+/// that nothing changes: a LoRA run's frozen base under a sampler copy's adapters. Its parameters are Variables of
+/// their own (requires_grad is set on each alone).
+CausalLM weight_sharing_copy(const CausalLM& model);
+
 /// Loads config.json and the safetensors weights (single or sharded) of a checkpoint directory into a new model in
 /// the requested dtype (default: the config's torch_dtype) on the requested device, in eval mode. A path to a .gguf
 /// file loads it with from_gguf (models/gguf_model.hpp; default dtype float32). Parameters are

@@ -42,8 +42,10 @@ class TrainedModel {
   /// The KL term's reference: a frozen deep copy (no grad, eval mode) of this model; for a model with LoRA adapters,
   /// this model itself with its adapters off while it computes (the base model, no second copy of the weights).
   virtual std::unique_ptr<TrainedModel> reference() = 0;
-  /// A deep copy of this model (its LoRA adapters included: the policy as it samples), frozen and in evaluation
-  /// mode: the sampler copy of a pipelined run (rollout_pipeline.hpp), which loads the trained weights of each version.
+  /// A copy of this model (its LoRA adapters included: the policy as it samples), frozen and in evaluation mode: the
+  /// sampler copy of a pipelined run (rollout_pipeline.hpp), which loads the trained weights of each version. A deep
+  /// copy, except under LoRA: then the copy's base weights are this model's own tensors (models::weight_sharing_copy;
+  /// they never train) and only its adapters are its own.
   virtual std::unique_ptr<TrainedModel> sampler_copy() = 0;
   /// Whether reference() shares this model's weights (LoRA: the reference is the base model under the adapters).
   virtual bool reference_shares_weights() const = 0;
@@ -90,22 +92,23 @@ class TrainedModelOf final : public TrainedModel {
   }
 
   std::unique_ptr<TrainedModel> sampler_copy() override {
-    Policy<ModelType> frozen = policy_.frozen_copy();
     if constexpr (kCausalLM) {
-      // deep_copy leaves the adapters out: the copy gets adapters of its own (the same names), then this model's
-      // values of every parameter, the adapters' included.
+      // A LoRA run changes its adapters only: the copy shares the frozen base weights (no second copy of a 7B base)
+      // and gets adapters of its own (the same names) holding this model's values.
       if (const auto& lora = policy_.model()->lora_options()) {
-        models::CausalLM copy = frozen.model();
+        models::CausalLM copy = models::weight_sharing_copy(policy_.model());
         models::add_lora(copy, *lora);
         torch::NoGradGuard no_grad;
         auto source = policy_.model()->named_parameters();
         for (auto& p : copy->named_parameters()) {
-          if (const torch::Tensor* from = source.find(p.key())) p.value().copy_(*from);
+          if (models::is_lora_parameter(p.key())) p.value().copy_(source[p.key()]);
           p.value().set_requires_grad(false);
         }
         copy->eval();
+        return std::make_unique<TrainedModelOf>(copy, policy_.options());
       }
     }
+    Policy<ModelType> frozen = policy_.frozen_copy();
     return std::make_unique<TrainedModelOf>(frozen.model(), frozen.options());
   }
 

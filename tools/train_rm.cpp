@@ -88,7 +88,7 @@ CLI::App* add_train_rm_command(CLI::App& app, TrainRmArgs& a) {
   c->add_option("--center-rewards-coefficient", a.center_rewards_coefficient,
                 "TRL's centring term on (r_chosen + r_rejected)² (default: off)");
   grpo::train::RunSettings& m = a.model_settings;
-  c->add_option("--dtype", m.dtype, "fp32, or bf16: bf16 weights trained through fp32 master copies (default fp32)")
+  c->add_option("--dtype", m.dtype, "fp32, or bf16: bf16 weights, stepped as --optimizer-precision says (default fp32)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   c->add_option("--optimizer-precision", a.optimizer_precision,
                 "with --dtype bf16: fp32_master (fp32 master weights and AdamW state) or compensated (bf16 weights "
@@ -244,13 +244,14 @@ int run_train_rm(TrainRmArgs a, const CLI::App& command) {
     fmt::print("epoch {}: loss {:.4f}, accuracy {:.4f}\n", e + 1, epochs[e].loss, epochs[e].accuracy);
     epoch_lines.push_back(metrics_json(epochs[e]));
   }
+  // The model written is evaluated: LoRA merged first (in bf16 the merge rounds W + B·A·scaling once).
+  if (lora) grpo::models::merge_lora(model->backbone());  // a full checkpoint, as peft's merge_and_unload
   if (!held_out.empty()) {
     after = evaluate();
     fmt::print("held out after training: loss {:.4f}, accuracy {:.4f}\n", after->loss, after->accuracy);
   }
 
   const fs::path out(a.out);
-  if (lora) grpo::models::merge_lora(model->backbone());  // a full checkpoint, as peft's merge_and_unload
   grpo::models::save_pretrained(model, out);
   if (tiny) {
     grpo::io::write_file_atomically(out / "tokenizer.json",

@@ -457,7 +457,7 @@ CausalLM deep_copy(const CausalLM& model) {
 CausalLM weight_sharing_copy(const CausalLM& model) {
   const auto reference = model->lm_head_weight();
   // WeightInit::none: uninitialised tensors, released as each parameter takes the model's (on the CPU their pages are
-  // never touched).
+  // never touched; on a GPU they are a transient allocation of the whole model, returned to the caching allocator).
   CausalLM copy(model->config(), WeightInit::none, reference.options());
   torch::NoGradGuard no_grad;
   const auto source = model->named_parameters();
@@ -465,7 +465,8 @@ CausalLM weight_sharing_copy(const CausalLM& model) {
     const torch::Tensor* from = source.find(p.key());
     GRPO_CHECK(from != nullptr && from->sizes() == p.value().sizes(),
                "weight_sharing_copy: the model has no parameter \"{}\" of shape {}", p.key(), shape_str(p.value()));
-    p.value().set_data(*from);
+    // A parameter the model trains gets storage of its own: writing the copy must never race with its optimizer.
+    p.value().set_data(from->requires_grad() ? from->detach().clone() : *from);
   }
   copy->set_gradient_checkpointing(model->gradient_checkpointing());
   copy->set_attention_implementation(model->attention_implementation());

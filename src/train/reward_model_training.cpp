@@ -273,12 +273,18 @@ std::vector<PreferenceMetrics> train_reward_model(models::ValueModel& model, con
                                                   const RewardModelTrainingOptions& options) {
   options.validate();
   GRPO_CHECK_CONFIG(!pairs.empty(), "train_reward_model: no preference pairs");
-  // Half-precision weights train through fp32 masters (or in place, compensated): AdamW's steps on bf16 weights are
-  // mostly below their resolution.
+  // bf16 weights train through fp32 masters (or in place, compensated): AdamW's steps on bf16 weights are mostly
+  // below their resolution. fp16 would need loss scaling (its gradients overflow), which this loop does not do.
+  for (const auto& p : model->parameters()) {
+    GRPO_CHECK_CONFIG(!p.requires_grad() || p.scalar_type() != torch::kHalf,
+                      "train_reward_model: the model's trainable parameters are float16, whose gradients overflow "
+                      "without loss scaling: load it in bfloat16 or float32");
+  }
   MasterWeights master(trainable_parameters(*model), options.optimizer_precision);
   GRPO_CHECK_CONFIG(!master.masters().empty(), "train_reward_model: the model has no parameter that requires grad");
   const auto optimizer = make_adamw(
       master, torch::optim::AdamWOptions(options.learning_rate).weight_decay(options.weight_decay), options.seed);
+  model->zero_grad();  // a caller's leftover gradients: the optimizer clears the masters' alone
   model->train();
   std::vector<PreferenceMetrics> epochs;
   for (std::int64_t epoch = 0; epoch < options.epochs; ++epoch) {

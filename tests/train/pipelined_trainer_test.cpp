@@ -438,6 +438,17 @@ TEST_CASE("Pipelined trainer: a LoRA model's sampler copy shares the frozen base
     }
     CHECK_FALSE(torch::allclose(logits(copy->module()), logits(*model)));
   }
+  SECTION("LoRA with a base parameter trained too: that one is copied, not shared") {
+    models::add_lora(model, {.rank = 2, .alpha = 4.0, .target_modules = {"q_proj", "v_proj"}});
+    torch::Tensor norm = model->named_parameters()["model.norm.weight"];
+    norm.set_requires_grad(true);
+    train::TrainedModelOf<models::CausalLM> trained(model, PolicyOptions{});
+    const auto copy = trained.sampler_copy();
+    const auto copied = copy->module().named_parameters();
+    CHECK(copied["model.norm.weight"].data_ptr() != norm.data_ptr());
+    CHECK(torch::equal(copied["model.norm.weight"], norm));
+    CHECK(copied["model.embed_tokens.weight"].data_ptr() == model->named_parameters()["model.embed_tokens.weight"].data_ptr());
+  }
   SECTION("no LoRA: a deep copy") {
     model->eval();
     train::TrainedModelOf<models::CausalLM> trained(model, PolicyOptions{});

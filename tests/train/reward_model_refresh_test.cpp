@@ -167,10 +167,16 @@ TEST_CASE("RewardModelRefresh: pairs every step's completions, measures the rewa
                     Catch::Contains("process reward model"));
   grpo::models::CausalLM half(grpo::testing::tiny_model_config({.vocab = grpo::train::TinyTask::kVocab}),
                               grpo::models::WeightInit::normal, torch::TensorOptions().dtype(torch::kBFloat16));
-  // bf16 weights train through fp32 masters (train_reward_model), so they are no longer refused.
-  CHECK_NOTHROW(grpo::train::RewardModelRefresh(std::make_shared<grpo::rewards::RewardModelReward>(
-                                                    grpo::models::value_model_from_policy(half), tokenizer, reading),
-                                                options));
+  // bf16 weights train through fp32 masters (train_reward_model): a refresh moves them and leaves them bf16.
+  auto half_model = grpo::models::value_model_from_policy(half);
+  const torch::Tensor half_head = half_model->head_weight().clone();
+  grpo::train::RewardModelRefresh half_refresh(
+      std::make_shared<grpo::rewards::RewardModelReward>(half_model, tokenizer, reading), options);
+  half_refresh.observe(batch_of(1));
+  const auto half_metrics = by_name(half_refresh.observe(batch_of(2)));  // step 2: the refresh trains
+  CHECK(half_metrics.count("reward_model/refresh_loss") == 1);
+  CHECK(half_model->head_weight().scalar_type() == torch::kBFloat16);
+  CHECK_FALSE(torch::equal(half_model->head_weight(), half_head));
   CHECK_THROWS_WITH(grpo::train::RewardModelRefresh(reward, {.every_steps = 1, .buffer_pairs = 0}),
                     Catch::Contains("buffer_pairs"));
   std::filesystem::remove_all(dir);

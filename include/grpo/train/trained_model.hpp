@@ -44,8 +44,8 @@ class TrainedModel {
   virtual std::unique_ptr<TrainedModel> reference() = 0;
   /// A copy of this model (its LoRA adapters included: the policy as it samples), frozen and in evaluation mode: the
   /// sampler copy of a pipelined run (rollout_pipeline.hpp), which loads the trained weights of each version. A deep
-  /// copy, except under LoRA: then the copy's base weights are this model's own tensors (models::weight_sharing_copy;
-  /// they never train) and only its adapters are its own.
+  /// copy, except under LoRA: then the copy's frozen base weights are this model's own tensors
+  /// (models::weight_sharing_copy) and its adapters (and any base parameter that trains) are its own.
   virtual std::unique_ptr<TrainedModel> sampler_copy() = 0;
   /// Whether reference() shares this model's weights (LoRA: the reference is the base model under the adapters).
   virtual bool reference_shares_weights() const = 0;
@@ -93,8 +93,9 @@ class TrainedModelOf final : public TrainedModel {
 
   std::unique_ptr<TrainedModel> sampler_copy() override {
     if constexpr (kCausalLM) {
-      // A LoRA run changes its adapters only: the copy shares the frozen base weights (no second copy of a 7B base)
-      // and gets adapters of its own (the same names) holding this model's values.
+      // A LoRA run changes its adapters only: the copy shares the frozen base weights (no second copy of a 7B base
+      // once built) and gets adapters of its own (the same names) holding this model's values; a base parameter
+      // the run trains too is copied.
       if (const auto& lora = policy_.model()->lora_options()) {
         models::CausalLM copy = models::weight_sharing_copy(policy_.model());
         models::add_lora(copy, *lora);

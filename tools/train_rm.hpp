@@ -11,8 +11,9 @@
 //       training prompts and, held out, for the task's held-out problems
 //
 // --dtype bf16 keeps the weights in bf16 and trains them through fp32 master copies (--optimizer-precision);
-// --lora-r trains LoRA adapters on the backbone and the whole score head (peft's task SEQ_CLS with modules_to_save
-// ["score"], as TRL's reward script with --use_peft), merged into the weights written (peft's merge_and_unload);
+// --lora-r trains LoRA adapters on the backbone and the whole score head (peft's task SEQ_CLS, which adds "score" to
+// modules_to_save, as TRL's reward modelling with --use_peft --lora_task_type SEQ_CLS), merged into the weights
+// written (peft's merge_and_unload);
 // --gradient-checkpointing recomputes each decoder layer in backward.
 //
 // It prints the held-out loss and pairwise accuracy before and after training and each epoch's training figures, and

@@ -27,6 +27,10 @@ int main(int argc, char** argv) try {
   if (!grpo::train::parse_run_settings(settings, args, "r1_zero [options]")) return 0;  // --help was printed
   const auto run = grpo::train::build_run(settings);
   grpo::train::GrpoTrainer& trainer = *run->trainer;
+  if (run->serves_rollouts) {  // --rollout-ranks: this process samples and scores the batches of its trainer rank
+    trainer.serve_rollouts();
+    return 0;
+  }
 
   grpo::train::AccuracyCurve curve = grpo::train::start_accuracy_curve(*run);  // step 0 on a fresh run
   for (std::int64_t step = run->first_step; step <= settings.trainer.steps; ++step) {

@@ -105,10 +105,13 @@
 #include <grpo/train/reward_model_refresh.hpp>
 #include <grpo/train/reward_model_training.hpp>
 #include <grpo/train/roll_config.hpp>
+#include <grpo/train/rollout_pipeline.hpp>
+#include <grpo/train/rollout_ranks.hpp>
 #include <grpo/train/run.hpp>
 #include <grpo/train/run_config.hpp>
 #include <grpo/train/run_settings.hpp>
 #include <grpo/train/sft.hpp>
+#include <grpo/train/step_batch_codec.hpp>
 #include <grpo/train/step_scorer.hpp>
 #include <grpo/train/tensorboard.hpp>
 #include <grpo/train/tiny_task.hpp>

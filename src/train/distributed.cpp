@@ -491,6 +491,52 @@ double ProcessGroup::all_reduce(double value, ReduceOp op) {
   return t.item<double>();
 }
 
+void ProcessGroup::check_peer(int peer, std::string_view what) const {
+  GRPO_CHECK(state_ != nullptr && peer >= 0 && peer < options_.world_size && peer != options_.rank,
+             "{}: rank {} of {} cannot exchange with rank {} (point to point needs another rank of the group)", what,
+             options_.rank, options_.world_size, peer);
+}
+
+void ProcessGroup::send_(const torch::Tensor& tensor, int peer, int tag) {
+  check_tensor(tensor, "ProcessGroup::send_");
+  check_peer(peer, "ProcessGroup::send_");
+  GRPO_CHECK(tensor.device().is_cpu(), "ProcessGroup::send_: the tensor must be on the CPU, got {}",
+             tensor.device().str());
+  std::vector<at::Tensor> tensors{tensor};
+  run_collective(options_, fmt::format("ProcessGroup::send_ to rank {}", peer),
+                 [&] { return state_->backend->send(tensors, peer, tag); });
+}
+
+void ProcessGroup::recv_(torch::Tensor& tensor, int peer, int tag) {
+  check_tensor(tensor, "ProcessGroup::recv_");
+  check_peer(peer, "ProcessGroup::recv_");
+  GRPO_CHECK(tensor.device().is_cpu(), "ProcessGroup::recv_: the tensor must be on the CPU, got {}",
+             tensor.device().str());
+  std::vector<at::Tensor> tensors{tensor};
+  run_collective(options_, fmt::format("ProcessGroup::recv_ from rank {}", peer),
+                 [&] { return state_->backend->recv(tensors, peer, tag); });
+}
+
+void ProcessGroup::send_bytes(std::string_view bytes, int peer, int tag) {
+  send_(torch::tensor({static_cast<std::int64_t>(bytes.size())}, torch::kInt64), peer, tag);
+  if (bytes.empty()) return;
+  // Gloo reads the buffer and does not write it; from_blob needs a non-const pointer.
+  send_(torch::from_blob(const_cast<char*>(bytes.data()), {static_cast<std::int64_t>(bytes.size())}, torch::kUInt8),
+        peer, tag);
+}
+
+std::string ProcessGroup::recv_bytes(int peer, int tag) {
+  torch::Tensor size = torch::zeros({1}, torch::kInt64);
+  recv_(size, peer, tag);
+  const std::int64_t n = size.item<std::int64_t>();
+  GRPO_CHECK(n >= 0, "ProcessGroup::recv_bytes: rank {} announced {} bytes", peer, n);
+  std::string out(static_cast<std::size_t>(n), '\0');
+  if (n == 0) return out;
+  torch::Tensor bytes = torch::from_blob(out.data(), {n}, torch::kUInt8);
+  recv_(bytes, peer, tag);
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Sharding.
 

@@ -254,12 +254,32 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
                   .difficulty_mask = options_.difficulty_mask},
                  prompts_.domain_names()),
       advantage_(options_.advantage),
-      master_(trainable_parameters(model_->module()), options_.optimizer_precision),
+      // A rollout rank trains nothing: no masters (nor optimizer state).
+      master_(parts.rollout_peer && parts.rollout_peer->serves
+                  ? std::vector<std::pair<std::string, torch::Tensor>>{}
+                  : trainable_parameters(model_->module()),
+              parts.rollout_peer && parts.rollout_peer->serves ? OptimizerPrecision::fp32_master
+                                                               : options_.optimizer_precision),
       context_(stages_of(options_)), kl_(options_.loss.beta, options_.kl),
       reward_kl_(options_.kl_in_reward.beta, options_.kl_in_reward.control),
       entropy_(options_.loss.entropy_coef, options_.adaptive_entropy),
       lr_schedule_{.base_lr = options_.learning_rate, .warmup_steps = options_.warmup_steps,
                    .total_steps = options_.steps, .decay = options_.lr_decay} {
+  if (parts.rollout_peer) {
+    GRPO_CHECK_CONFIG(options_.max_staleness.has_value(),
+                      "rollout ranks (GrpoTrainerParts::rollout_peer, --rollout-ranks) collect a pipelined run's "
+                      "batches: they need max_staleness (--max-staleness)");
+    GRPO_CHECK(parts.rollout_peer->link != nullptr && parts.rollout_peer->rank >= 0 &&
+                   parts.rollout_peer->rank < parts.rollout_peer->link->world_size() &&
+                   parts.rollout_peer->rank != parts.rollout_peer->link->rank(),
+               "GrpoTrainerParts::rollout_peer: rank {} is not another rank of the link group",
+               parts.rollout_peer->rank);
+  }
+  if (parts.rollout_peer && parts.rollout_peer->serves) {
+    serving_ = parts.rollout_peer;
+    model_->module().eval();
+    return;
+  }
   GRPO_CHECK_CONFIG(!master_.masters().empty(), "GrpoTrainer: the model has no parameter that requires grad");
   if (parts.optimizer) {
     GRPO_CHECK_CONFIG(options_.optimizer_precision != OptimizerPrecision::compensated,
@@ -290,7 +310,9 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
   }
   // A reference synced during the run is part of the state a checkpoint saves; a frozen one is rebuilt at start.
   synced_reference_ = reference_ && options_.ref_sync_every > 0;
-  if (options_.max_staleness) {
+  if (options_.max_staleness && parts.rollout_peer) {  // the batches come from the partner rollout rank
+    pipeline_ = std::make_unique<RolloutPipeline>(std::make_unique<RemoteRolloutWorker>(*parts.rollout_peer), 0);
+  } else if (options_.max_staleness) {
     if (group_.world_size() > 1) {
       ProcessGroupOptions workers = group_.options();
       GRPO_CHECK_CONFIG(workers.master_port < 65535,
@@ -307,15 +329,18 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
                       "max_staleness: the pipeline samples on its own copy of the weights, and this run's generator "
                       "(GrpoTrainerParts::generator) cannot be rebuilt over it (Generator::rebind returns null)");
     pipeline_ = std::make_unique<RolloutPipeline>(
-        std::move(sampler), std::move(worker_generator), options_.generation_threads,
-        [this](std::int64_t step, std::size_t stage, Generator& generator) {
-          return collect_rollouts(step, generator, context_.stages()[stage], worker_group_ ? *worker_group_ : group_);
-        },
-        [this] {
-          TrainerState state;
-          prompts_.save_state(state);
-          return state;
-        });
+        std::make_unique<LocalRolloutWorker>(
+            std::move(sampler), std::move(worker_generator),
+            [this](std::int64_t step, std::size_t stage, Generator& generator) {
+              return collect_rollouts(step, generator, context_.stages()[stage],
+                                      worker_group_ ? *worker_group_ : group_);
+            },
+            [this] {
+              TrainerState state;
+              prompts_.save_state(state);
+              return state;
+            }),
+        options_.generation_threads);
   }
 }
 
@@ -338,6 +363,8 @@ StepReport GrpoTrainer::step(std::int64_t step) {
 }
 
 void GrpoTrainer::begin_step(std::int64_t step) {
+  GRPO_CHECK(!serving_, "GrpoTrainer::begin_step: this is a rollout rank's trainer, which only serves rollouts "
+             "(serve_rollouts)");
   if (const auto change = context_.begin_step(step)) {
     for (const auto& callback : callbacks_) callback->on_stage_switch(*this, *change);
   }
@@ -629,6 +656,7 @@ void GrpoTrainer::add_greedy_baselines(StepBatch& batch, Generator& generator, c
 }
 
 UpdateResult GrpoTrainer::policy_update(const StepBatch& batch, const AdvantageOutput& adv) {
+  GRPO_CHECK(!serving_, "GrpoTrainer::policy_update: this is a rollout rank's trainer, which holds no optimizer");
   UpdateResult out;
   // Training mode while the loss is computed (LoRA dropout), then back to the evaluation mode the constructor set, for
   // sampling and the log-prob pass.

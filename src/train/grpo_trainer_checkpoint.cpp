@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 
 namespace grpo::train {
 namespace {
@@ -55,11 +56,12 @@ CheckpointPart in_flight_part(const RolloutPipeline::InFlight* in_flight, std::m
 std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkpoints, std::int64_t step) {
   // A pipelined run: the worker finishes the batches admitted and waits; the checkpoint holds what regenerates them.
   std::unique_lock<std::mutex> worker_waits;
-  std::optional<RolloutPipeline::InFlight> in_flight;
+  GRPO_CHECK(!serving_, "GrpoTrainer::save: a rollout rank saves nothing (its trainer rank writes the checkpoint)");
+  std::optional<RolloutPipeline::InFlight> in_flight, in_flight_now;
   if (pipeline_) {
     worker_waits = pipeline_->quiesce();
     in_flight = pipeline_->in_flight();
-    if (in_flight->steps.empty()) in_flight.reset();
+    if (in_flight->steps.empty()) in_flight_now = std::exchange(in_flight, std::nullopt);
   }
   TrainerState state;
   state.step = step;
@@ -83,6 +85,10 @@ std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkp
       state.values[fmt::format("pipeline/{}/stage", i)] = static_cast<double>(in_flight->steps[i].stage);
     }
     parts.push_back(in_flight_part(&*in_flight, nullptr));
+  } else if (pipeline_ && in_flight_now && in_flight_now->source_now) {
+    // The worker's source after the last batch it collected (a rollout rank's is not this process's).
+    state.values.insert(in_flight_now->source_now->values.begin(), in_flight_now->source_now->values.end());
+    state.texts.insert(in_flight_now->source_now->texts.begin(), in_flight_now->source_now->texts.end());
   } else {
     prompts_.save_state(state);
   }
@@ -94,6 +100,7 @@ std::optional<std::filesystem::path> GrpoTrainer::save(CheckpointManager& checkp
 }
 
 std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
+  GRPO_CHECK(!serving_, "GrpoTrainer::restore: a rollout rank restores nothing (its trainer rank sends the state)");
   const auto latest = checkpoints.latest();
   if (!latest) return 0;
   // The worker stops touching the prompt source before the checkpoint's state replaces it.
@@ -106,6 +113,7 @@ std::int64_t GrpoTrainer::restore(CheckpointManager& checkpoints) {
       load_checkpoint(group_, latest->path, model_->checkpointed(), *optimizer_,
                       synced_reference_ ? std::optional(reference_->checkpointed()) : std::nullopt, &master_, parts);
   prompts_.load_state(state);
+  if (pipeline_) pipeline_->load_source_state(state);  // a rollout rank's source is its own
   // An adaptive β continues where it was; a fixed one is the options' (which the resumed run may change).
   if (const auto beta = state.values.find("kl_coef");
       beta != state.values.end() && kl_.options().type == KlControl::adaptive) {

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <utility>
 
 namespace grpo::train {
 WeightsSnapshot snapshot_trained_weights(const torch::nn::Module& module) {
@@ -20,13 +21,40 @@ WeightsSnapshot snapshot_trained_weights(const torch::nn::Module& module) {
   return out;
 }
 
-RolloutPipeline::RolloutPipeline(std::unique_ptr<TrainedModel> sampler, std::shared_ptr<Generator> generator,
-                                 std::int64_t generation_threads, Collect collect, SourceState source_state)
-    : sampler_(std::move(sampler)), generator_(std::move(generator)), generation_threads_(generation_threads),
-      collect_(std::move(collect)), source_state_(std::move(source_state)) {
-  GRPO_CHECK(sampler_ != nullptr && generator_ != nullptr, "RolloutPipeline: no sampler copy or no generator");
+LocalRolloutWorker::LocalRolloutWorker(std::unique_ptr<TrainedModel> sampler, std::shared_ptr<Generator> generator,
+                                       Collect collect, SourceState source_state)
+    : sampler_(std::move(sampler)), generator_(std::move(generator)), collect_(std::move(collect)),
+      source_state_(std::move(source_state)) {
+  GRPO_CHECK(sampler_ != nullptr && generator_ != nullptr, "LocalRolloutWorker: no sampler copy or no generator");
+}
+
+LocalRolloutWorker::~LocalRolloutWorker() = default;
+
+void LocalRolloutWorker::load_weights(const WeightsSnapshot& weights) {
+  torch::NoGradGuard no_grad;
+  auto parameters = sampler_->module().named_parameters();
+  for (const auto& [name, value] : weights) {
+    torch::Tensor* target = parameters.find(name);
+    GRPO_CHECK(target != nullptr && target->sizes() == value.sizes(),
+               "RolloutPipeline: the sampler copy has no parameter \"{}\" of shape [{}]", name,
+               fmt::join(value.sizes(), ", "));
+    target->copy_(value);
+  }
+}
+
+RolloutWorker::Collected LocalRolloutWorker::collect(std::int64_t step, std::size_t stage) {
+  Collected out;
+  out.source_before = source_state_();
+  out.batch = std::make_shared<StepBatch>(collect_(step, stage, *generator_));
+  out.source_after = source_state_();
+  return out;
+}
+
+RolloutPipeline::RolloutPipeline(std::unique_ptr<RolloutWorker> worker, std::int64_t generation_threads)
+    : worker_(std::move(worker)), generation_threads_(generation_threads) {
+  GRPO_CHECK(worker_ != nullptr, "RolloutPipeline: no worker");
   GRPO_CHECK(generation_threads_ >= 0, "RolloutPipeline: generation_threads must be >= 0, got {}", generation_threads_);
-  worker_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { run(); });
 }
 
 RolloutPipeline::~RolloutPipeline() {
@@ -35,7 +63,7 @@ RolloutPipeline::~RolloutPipeline() {
     stop_ = true;
   }
   changed_.notify_all();
-  worker_.join();
+  thread_.join();
 }
 
 void RolloutPipeline::submit(std::int64_t step, std::size_t stage, std::int64_t version, WeightsSnapshot weights) {
@@ -111,6 +139,7 @@ RolloutPipeline::InFlight RolloutPipeline::in_flight() const {
     out.weights.try_emplace(job.version, *job.weights);
   }
   if (!jobs_.empty() && jobs_.front().source_before) out.source_before = *jobs_.front().source_before;
+  if (jobs_.empty()) out.source_now = source_now_;
   return out;
 }
 
@@ -119,18 +148,12 @@ void RolloutPipeline::clear() {
   changed_.wait(lock, [&] { return !running_job_; });
   jobs_.clear();
   loaded_version_ = -1;  // a restored run may number other weights with the same version
+  source_now_.reset();
 }
 
-void RolloutPipeline::load_weights(const WeightsSnapshot& weights) {
-  torch::NoGradGuard no_grad;
-  auto parameters = sampler_->module().named_parameters();
-  for (const auto& [name, value] : weights) {
-    torch::Tensor* target = parameters.find(name);
-    GRPO_CHECK(target != nullptr && target->sizes() == value.sizes(),
-               "RolloutPipeline: the sampler copy has no parameter \"{}\" of shape [{}]", name,
-               fmt::join(value.sizes(), ", "));
-    target->copy_(value);
-  }
+void RolloutPipeline::load_source_state(TrainerState state) {
+  const std::lock_guard lock(mutex_);
+  source_to_load_ = std::move(state);
 }
 
 void RolloutPipeline::run() {
@@ -153,20 +176,20 @@ void RolloutPipeline::run() {
     const std::int64_t step = job->step, version = job->version;
     const std::size_t stage = job->stage;
     const std::shared_ptr<const WeightsSnapshot> weights = job->weights;
+    std::optional<TrainerState> source_to_load = std::exchange(source_to_load_, std::nullopt);
     lock.unlock();
     // Outside the lock: the trainer submits, takes and waits meanwhile. Only this thread touches the sampler copy,
     // and (while a batch is collected) the scorer and the prompt source.
-    std::shared_ptr<StepBatch> batch;
-    std::optional<TrainerState> source_before;
+    RolloutWorker::Collected collected;
     std::exception_ptr error;
     const auto started = std::chrono::steady_clock::now();
     try {
-      source_before = source_state_();
+      if (source_to_load) worker_->load_source_state(*source_to_load);
       if (version != loaded_version_) {
-        load_weights(*weights);
+        worker_->load_weights(*weights);
         loaded_version_ = version;
       }
-      batch = std::make_shared<StepBatch>(collect_(step, stage, *generator_));
+      collected = worker_->collect(step, stage);
     } catch (...) {
       error = std::current_exception();
     }
@@ -176,9 +199,11 @@ void RolloutPipeline::run() {
     // The job is still pending: take() waits for its batch, and clear() refuses while it runs.
     for (Job& pending_job : jobs_) {
       if (pending_job.step != step) continue;
-      pending_job.batch = std::move(batch);
-      pending_job.source_before = std::move(source_before);
+      if (error) break;
+      pending_job.batch = std::move(collected.batch);
+      pending_job.source_before = std::move(collected.source_before);
       pending_job.busy_seconds = busy;
+      source_now_ = std::move(collected.source_after);
     }
     if (error) error_ = error;
     changed_.notify_all();

@@ -210,7 +210,17 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   const bool lookup = s.task == "tiny_lookup", tiny = s.task == "tiny" || lookup;
   // One process, or one rank of scripts/launch.sh -n N: each rank samples its share of the P prompts; gradients and
   // metrics are combined so a step equals one process's.
-  auto run = std::make_unique<Run>(ProcessGroup::from_env());
+  std::unique_ptr<Run> run;
+  std::optional<RolloutPeer> rollout_peer;
+  if (s.rollout_ranks > 0) {  // --rollout-ranks: half the ranks train, half sample and score (rollout_ranks.hpp)
+    RolloutRanks ranks = RolloutRanks::join(ProcessGroupOptions::from_env(), s.rollout_ranks);
+    run = std::make_unique<Run>(std::move(*ranks.side));
+    run->rollout_link = std::move(ranks.link);
+    rollout_peer = ranks.peer;
+    run->serves_rollouts = ranks.peer.serves;
+  } else {
+    run = std::make_unique<Run>(ProcessGroup::from_env());
+  }
   // Threads: the tiny task's tensors are too small for intra-op threads to pay (measured: 2 threads take 2.5× as
   // long as 1 on 2 cores; use launch.sh -n 2 for both cores); a real model's matrix products want the cores.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -270,8 +280,9 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
     parts.generator =
         std::make_shared<agent::MultiTurnGenerator<models::CausalLM>>(run->model, codec, environment, s.multi_turn);
   }
-  const bool gae = s.trainer.token_advantage.estimator == TokenAdvantageEstimator::gae;
-  GRPO_CHECK_CONFIG(gae || s.critic_model.empty(), "--critic-model {}: a critic trains only with --advantage gae",
+  parts.rollout_peer = rollout_peer;
+  const bool gae = s.trainer.token_advantage.estimator == TokenAdvantageEstimator::gae && !run->serves_rollouts;
+  GRPO_CHECK_CONFIG(s.trainer.token_advantage.estimator == TokenAdvantageEstimator::gae || s.critic_model.empty(), "--critic-model {}: a critic trains only with --advantage gae",
                     s.critic_model.string());
   if (gae && s.critic_model.empty()) {  // PPO's critic: the policy's weights with a new head, as verl's starts
     parts.critic = models::value_model_from_policy(run->model);
@@ -288,6 +299,7 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   // The critic's weights are optimised as the policy's are (--optimizer-precision: fp32 masters or compensated bf16).
   s.trainer.critic.optimizer_precision = s.trainer.optimizer_precision;
   run->trainer = std::make_unique<GrpoTrainer>(run->model, *run->source, *run->scorer, run->group, s.trainer, parts);
+  if (run->serves_rollouts) return run;  // its trainer rank resumes, logs and writes
 
   // Resume, then the sinks (appending, so a resumed run continues its files). Rank 0 logs, evaluates and writes.
   run->checkpoints = std::make_unique<CheckpointManager>(CheckpointOptions{
@@ -342,6 +354,10 @@ void evaluate_and_save(Run& run, const RunSettings& s, std::int64_t step, Accura
 }
 
 AccuracyCurve train_run(Run& run, const RunSettings& s) {
+  if (run.serves_rollouts) {
+    run.trainer->serve_rollouts();
+    return {};
+  }
   AccuracyCurve curve = start_accuracy_curve(run);
   for (std::int64_t step = run.first_step; step <= s.trainer.steps; ++step) {
     run.trainer->step(step);
@@ -351,7 +367,7 @@ AccuracyCurve train_run(Run& run, const RunSettings& s) {
 }
 
 void finish_run(Run& run, const RunSettings& s, const AccuracyCurve& curve) {
-  if (!run.group.is_main()) return;
+  if (!run.group.is_main() || run.serves_rollouts) return;
   if (run.model->lora_options()) models::save_lora_adapter(run.model, s.output_dir / "adapter", s.model_dir.string());
   fmt::print("held-out accuracy by step:");
   for (const auto& [step, accuracy] : curve) fmt::print("  {}: {:.3f}", step, accuracy);

@@ -293,6 +293,11 @@ OptionTable run_option_table(RunSettings& s) {
                   "log-probs)"));
   add(make_option("generation_threads", t.generation_threads,
                   "pipelined rollouts: the worker's intra-op threads (0 = LibTorch's default)", at_least_zero()));
+  add(make_option("rollout_ranks", s.rollout_ranks,
+                  "pipelined rollouts on processes of their own: of scripts/launch.sh -n 2N, N ranks train and N "
+                  "sample and score, each for one trainer rank, the weights sent over c10d after each update "
+                  "(0 = every rank does both). Needs --max-staleness",
+                  at_least_zero()));
   // KL.
   add(enum_option("kl_control", t.kl.type,
                 "KL coefficient control: fixed or adaptive (β from --beta, moved towards --kl-target)"));
@@ -552,6 +557,9 @@ void resolve(RunSettings& s, const OptionTable& table, const std::map<std::strin
   for (const auto& domain : s.domains) {
     if (domain.dynamic_sampling_filter) t.dynamic_sampling_domain_filters[domain.name] = *domain.dynamic_sampling_filter;
   }
+  GRPO_CHECK_CONFIG(s.rollout_ranks == 0 || t.max_staleness,
+                    "--rollout-ranks {}: rollout ranks collect a pipelined run's batches; give --max-staleness",
+                    s.rollout_ranks);
   s.rm_refresh.validate();
   if (s.rm_refresh.every_steps > 0) {
     GRPO_CHECK_CONFIG(s.domains.empty(), "--rm-refresh-every: not with domains (each domain's reward set would train its "

@@ -1124,6 +1124,68 @@ TEST_CASE("r1_zero on two ranks with pipelined rollouts follows the one-rank pip
   CHECK(two_metrics.at(4).at("pipeline/staleness") == 1.0);
 }
 
+/// The metrics of a pipelined run that depend only on its numbers: deterministic() without the pipeline's waits and
+/// idle fractions (wall-clock measurements).
+StepMetrics pipelined_numbers(const StepMetrics& metrics) {
+  StepMetrics out = deterministic(metrics);
+  std::erase_if(out, [](const auto& entry) {
+    return entry.first.starts_with("pipeline/trainer_") || entry.first.starts_with("pipeline/sampler_");
+  });
+  return out;
+}
+
+TEST_CASE("r1_zero with a rollout rank (one process trains, one samples and scores, the weights sent over c10d) gives "
+          "the one-process pipelined run bit for bit, and resumes so",
+          "[examples][distributed][pipeline]") {
+  const std::string args = " --steps 4 --eval-every 0 --eval-problems 8 --eval-samples 1 --save-every 2 "
+                           "--no-tensorboard --max-staleness 1 --off-policy-correction decoupled --rollout-is token "
+                           "--generation-threads 1";
+  const auto threaded = scratch("rollout_rank_threaded"), ranks = scratch("rollout_rank_two");
+  const auto one = r1_zero(args, threaded);
+  INFO(one.out);
+  REQUIRE(one.status == 0);
+  const auto two = r1_zero_two_ranks(args + " --rollout-ranks 1", ranks);
+  INFO(two.out);
+  REQUIRE(two.status == 0);
+  const auto expected = read_metrics(threaded), got = read_metrics(ranks);
+  for (std::int64_t step = 1; step <= 4; ++step) {
+    INFO("step " << step);
+    REQUIRE(got.count(step) == 1);
+    CHECK(pipelined_numbers(got.at(step)) == pipelined_numbers(expected.at(step)));
+    CHECK(got.at(step).at("pipeline/staleness") == (step == 1 ? 0.0 : 1.0));
+  }
+  const auto weights = [](const fs::path& dir, int step) {
+    return grpo::io::read_file(dir / "checkpoints" / fmt::format("checkpoint-{}", step) / "model.safetensors");
+  };
+  CHECK(weights(ranks, 4) == weights(threaded, 4));
+  CHECK(weights(ranks, 4) != weights(ranks, 2));  // the weights moved: the comparison can fail
+
+  // Resumed from step 2, with batches 3 and 4 in flight: the trainer sends the rollout rank their weights and the
+  // prompt source's state, and steps 3 and 4 are the uninterrupted run's.
+  const auto resumed = scratch("rollout_rank_resumed");
+  fs::create_directories(resumed / "checkpoints");
+  fs::copy(ranks / "checkpoints" / "checkpoint-2", resumed / "checkpoints" / "checkpoint-2", fs::copy_options::recursive);
+  REQUIRE(fs::is_directory(resumed / "checkpoints" / "checkpoint-2" / "pipeline"));
+  const auto again = r1_zero_two_ranks(args + " --rollout-ranks 1 --resume", resumed);
+  INFO(again.out);
+  REQUIRE(again.status == 0);
+  CHECK_THAT(again.out, Catch::Contains("resumed from"));
+  const auto resumed_metrics = read_metrics(resumed);
+  for (const std::int64_t step : {3, 4}) {
+    INFO("resumed step " << step);
+    CHECK(pipelined_numbers(resumed_metrics.at(step)) == pipelined_numbers(got.at(step)));
+  }
+  CHECK(weights(resumed, 4) == weights(ranks, 4));
+
+  // The layout is checked before anything is built, naming the flag.
+  const auto alone = r1_zero(args + " --rollout-ranks 1", scratch("rollout_rank_alone"));
+  CHECK(alone.status != 0);
+  CHECK_THAT(alone.out, Catch::Contains("--rollout-ranks 1") && Catch::Contains("WORLD_SIZE must be 2"));
+  const auto synchronous = r1_zero(" --steps 1 --rollout-ranks 1", scratch("rollout_rank_synchronous"));
+  CHECK(synchronous.status != 0);
+  CHECK_THAT(synchronous.out, Catch::Contains("--rollout-ranks 1") && Catch::Contains("--max-staleness"));
+}
+
 TEST_CASE("r1_zero --advantage gae on two ranks follows the one-rank run: the critic's values, returns, loss and "
           "update over every rank's tokens",
           "[examples][distributed][ppo]") {

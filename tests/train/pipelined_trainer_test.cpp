@@ -7,6 +7,7 @@
 #include <grpo/models/lora.hpp>
 #include <grpo/policy/policy.hpp>
 #include <grpo/train/grpo_trainer.hpp>
+#include <support/process_testing.hpp>
 #include <support/successor_task.hpp>
 
 #include <catch2/catch.hpp>
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -82,8 +84,10 @@ struct PipelinedRun {
   train::ProcessGroup group{train::ProcessGroupOptions{}};
   models::CausalLM model;
   std::unique_ptr<train::GrpoTrainer> trainer;
+  /// `peer` and `side`: a run with rollout ranks (rollout_ranks.hpp): the partner, and this rank's side's group.
   explicit PipelinedRun(const std::function<void(train::GrpoTrainerOptions&)>& configure, bool lora = false,
-                        Reward reward = successor_reward)
+                        Reward reward = successor_reward, std::optional<train::RolloutPeer> peer = std::nullopt,
+                        train::ProcessGroup* side = nullptr)
       : scorer(rewards::RewardSet({{rewards::make_reward("accuracy", std::move(reward)), 1.0}})),
         model((torch::manual_seed(3),
                models::CausalLM(testing::tiny_model_config({.vocab = 8, .hidden = 16, .intermediate = 32})))) {
@@ -94,7 +98,9 @@ struct PipelinedRun {
     o.loss.beta = 0.0;
     o.learning_rate = lora ? 0.05 : 0.2;
     configure(o);
-    trainer = std::make_unique<train::GrpoTrainer>(model, source, scorer, group, o);
+    train::GrpoTrainerParts parts;
+    parts.rollout_peer = peer;
+    trainer = std::make_unique<train::GrpoTrainer>(model, source, scorer, side != nullptr ? *side : group, o, parts);
   }
 };
 
@@ -324,6 +330,76 @@ TEST_CASE("Pipelined trainer: an exception in the generation worker reaches the 
   CHECK_NOTHROW(run.trainer->step(2));  // collected before the failure: still good
   CHECK_THROWS_WITH(run.trainer->step(3), Catch::Contains("the data shard is gone"));
   CHECK_THROWS_WITH(run.trainer->step(3), Catch::Contains("the data shard is gone"));  // and on every later call
+}
+
+TEST_CASE("Pipelined trainer: a rollout rank's batches (weights and batches over c10d) equal the worker thread's, "
+          "and its exception reaches the trainer",
+          "[train][trainer][pipeline][distributed]") {
+  // Two ranks in this process: the trainer rank on this thread, the rollout rank on another (rollout_ranks.hpp).
+  const bool lora = GENERATE(false, true);
+  const bool fail = GENERATE(false, true);
+  INFO("lora " << lora << ", failing " << fail);
+  PipelinedRun local(one_step_off, lora);
+  std::vector<std::map<std::string, double>> expected;
+  for (std::int64_t step = 1; step <= 4; ++step) expected.push_back(numbers(local.trainer->step(step)));
+
+  train::ProcessGroupOptions world{.world_size = 2, .master_port = testing::free_loopback_port()};
+  world.rendezvous_timeout = std::chrono::milliseconds(20'000);
+  world.collective_timeout = std::chrono::milliseconds(60'000);
+  std::mutex building;  // one model at a time: each seeds the global RNG and must draw the same weights
+  std::exception_ptr rollout_error;
+  train::RolloutPeer rollout_peer;
+  std::string no_optimizer;
+  std::thread rollout_rank([&] {  // no Catch assertions on this thread (Catch is not thread-safe): checked after
+    try {
+      train::ProcessGroupOptions mine = world;
+      mine.rank = 1;
+      train::RolloutRanks ranks = train::RolloutRanks::join(mine, 1);
+      rollout_peer = ranks.peer;
+      std::unique_ptr<PipelinedRun> served;
+      {
+        const std::lock_guard lock(building);
+        served = std::make_unique<PipelinedRun>(one_step_off, lora, successor_reward, ranks.peer, ranks.side.get());
+      }
+      if (fail) served->source.fail_at_draw = 2;  // batch 3's prompts
+      try {
+        served->trainer->optimizer();
+      } catch (const Error& e) {
+        no_optimizer = e.what();
+      }
+      served->trainer->serve_rollouts();  // until the trainer below is destroyed
+    } catch (...) {
+      rollout_error = std::current_exception();
+    }
+  });
+  {
+    train::ProcessGroupOptions mine = world;
+    mine.rank = 0;
+    train::RolloutRanks ranks = train::RolloutRanks::join(mine, 1);
+    CHECK(!ranks.peer.serves);
+    std::unique_ptr<PipelinedRun> trained;
+    {
+      const std::lock_guard lock(building);
+      trained = std::make_unique<PipelinedRun>(one_step_off, lora, successor_reward, ranks.peer, ranks.side.get());
+    }
+    if (!fail) {
+      for (std::int64_t step = 1; step <= 4; ++step) {
+        INFO("step " << step);
+        CHECK(differences(numbers(trained->trainer->step(step)), expected[step - 1]) == "");
+      }
+      CHECK(testing::same_tensors(parameters_of(*trained->model), parameters_of(*local.model)));
+    } else {
+      CHECK_NOTHROW(trained->trainer->step(1));
+      CHECK_NOTHROW(trained->trainer->step(2));  // collected before the failure
+      CHECK_THROWS_WITH(trained->trainer->step(3),
+                        Catch::Contains("rollout rank 1: batch 3 failed") && Catch::Contains("the data shard is gone"));
+    }
+  }  // the trainer tells its rollout rank to stop
+  rollout_rank.join();
+  if (rollout_error) std::rethrow_exception(rollout_error);
+  CHECK(rollout_peer.serves);
+  CHECK(rollout_peer.rank == 0);
+  CHECK_THAT(no_optimizer, Catch::Contains("has no optimizer"));
 }
 
 TEST_CASE("Pipelined trainer: a checkpoint with batches in flight resumes bit-exactly", "[train][trainer][pipeline]") {

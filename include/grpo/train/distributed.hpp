@@ -29,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -116,9 +117,20 @@ class ProcessGroup {
   torch::Device exchange_device() const;
   /// The reduction over ranks of one number (computed in float64).
   double all_reduce(double value, ReduceOp op = ReduceOp::sum);
+  /// Point to point (Gloo): sends the contiguous CPU `tensor` to rank `peer`, which receives it with recv_ of a
+  /// tensor of the same shape and dtype and the same `tag`; returns when the peer has it. Not collective: only the
+  /// two ranks take part. grpo::Error on world size 1, peer == rank(), or a failed or timed-out exchange.
+  void send_(const torch::Tensor& tensor, int peer, int tag = 0);
+  /// In place: tensor = what rank `peer` sent with send_ and `tag`; waits up to collective_timeout.
+  void recv_(torch::Tensor& tensor, int peer, int tag = 0);
+  /// A byte string to `peer`: its length, then its bytes (two send_ calls); the peer calls recv_bytes.
+  void send_bytes(std::string_view bytes, int peer, int tag = 0);
+  /// The byte string `peer` sent with send_bytes and `tag`.
+  std::string recv_bytes(int peer, int tag = 0);
 
  private:
   void check_tensor(const torch::Tensor& tensor, std::string_view what) const;
+  void check_peer(int peer, std::string_view what) const;
   /// The TCPStore at master_addr:master_port and the join checks (world size agreed, each RANK claimed once).
   void rendezvous(const std::string& who);
   /// The collective backend over the store: NCCL or Gloo, as ProcessGroupOptions::backend chooses.

@@ -56,6 +56,7 @@
 #include <grpo/train/metrics_writer.hpp>
 #include <grpo/train/prompt_source.hpp>
 #include <grpo/train/rollout_pipeline.hpp>
+#include <grpo/train/rollout_ranks.hpp>
 #include <grpo/train/step_scorer.hpp>
 #include <grpo/train/trained_model.hpp>
 
@@ -349,6 +350,10 @@ struct GrpoTrainerParts {
   /// PPO's value model (models::value_model_from_policy, or value_model_from_pretrained), which the trainer trains
   /// as its Critic (options.critic); required by advantage gae and refused by every other estimator (ConfigError).
   models::ValueModel critic{nullptr};
+  /// Dedicated rollout ranks (rollout_ranks.hpp: RolloutRanks::join). On a trainer rank, a pipelined run's batches
+  /// come from this partner instead of a worker thread; on a rollout rank (serves), the trainer builds no optimizer,
+  /// masters, reference, critic or pipeline, and serve_rollouts() answers the partner. Needs max_staleness.
+  std::optional<RolloutPeer> rollout_peer;
 };
 
 class GrpoTrainer;
@@ -419,6 +424,13 @@ class GrpoTrainer {
   /// also holds its batches in flight, to regenerate them exactly: their steps, stages and weights versions
   /// (pipeline/: the trained weights of each version) and the prompt source's state before the oldest of them.
   std::optional<std::filesystem::path> save(CheckpointManager& checkpoints, std::int64_t step);
+  /// A rollout rank's whole work (GrpoTrainerParts::rollout_peer with serves): collects the batches its trainer rank
+  /// asks for, with the weights it sends, until the trainer is destroyed; the collect's collectives run among the
+  /// rollout ranks (this trainer's group). A batch that fails is reported to the trainer (its step throws) and the
+  /// rank goes on waiting. Returns when the trainer says stop; throws grpo::Error when the link fails or waits past
+  /// its collective_timeout for a request.
+  void serve_rollouts();
+
   /// Loads the newest checkpoint of `checkpoints`, if any: model, optimizer, RNG, synced reference, the critic (its
   /// weights, optimizer and masters in critic/), KL coefficient (adaptive control only: a fixed β is the options'),
   /// context stage and the prompt source's state. Returns the step it was saved at (0 when there is none).
@@ -427,7 +439,11 @@ class GrpoTrainer {
   const GrpoTrainerOptions& options() const { return options_; }
   /// The trained model's module (its parameters, train()/eval()).
   torch::nn::Module& module() { return model_->module(); }
-  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  /// The optimizer (grpo::Error on a rollout rank, which has none).
+  torch::optim::Optimizer& optimizer() {
+    GRPO_CHECK(optimizer_ != nullptr, "GrpoTrainer::optimizer: a rollout rank's trainer has no optimizer");
+    return *optimizer_;
+  }
   const ContextSchedule& context() const { return context_; }
   const KlController& kl_controller() const { return kl_; }
   const KlController& reward_kl_controller() const { return reward_kl_; }
@@ -502,6 +518,8 @@ class GrpoTrainer {
   double learning_rate_ = 0.0;  // of the current step
   bool stage_metrics_checked_ = false;
   std::vector<std::shared_ptr<TrainerCallback>> callbacks_;
+  // A rollout rank's partner (GrpoTrainerParts::rollout_peer with serves); its trainer holds no optimizer.
+  std::optional<RolloutPeer> serving_;
   // A pipelined run with several ranks: the workers' own process group (Gloo, MASTER_PORT + 1), so that their
   // collectives never interleave with the trainers'.
   std::unique_ptr<ProcessGroup> worker_group_;

@@ -6,7 +6,9 @@
 // with (0: the starting weights). GrpoTrainer admits batch j with the weights of version j − 1 − s (s = max_staleness; version 0,
 // the starting weights, for the first s + 1 batches), so a batch is at most s versions behind the weights that train
 // on it, by admission: the worker cannot start a batch before its version exists. Which version generates which batch
-// does not depend on timing, so a pipelined run repeats bit for bit, and resumes so.
+// does not depend on timing, so a pipelined run repeats bit for bit, and resumes so. The worker is a sampler copy in
+// this process (LocalRolloutWorker) or a dedicated rollout rank (RemoteRolloutWorker, rollout_ranks.hpp); the thread
+// then carries the batches and weights to and from it.
 //
 //   main thread (trainer)                         worker (sampler copy, scorer, prompt source)
 //   submit(j, version j − 1 − s, weights)   ───►  loads the weights, collects batch j
@@ -47,20 +49,57 @@ using WeightsSnapshot = std::vector<std::pair<std::string, torch::Tensor>>;
 /// Copies of `module`'s parameters that require grad, by name (no gradient).
 WeightsSnapshot snapshot_trained_weights(const torch::nn::Module& module);
 
-class RolloutPipeline {
+/// The side of a pipeline that collects batches: a sampler copy on a worker thread of this process
+/// (LocalRolloutWorker), or a dedicated rollout rank reached over c10d (RemoteRolloutWorker, rollout_ranks.hpp).
+/// RolloutPipeline calls it from its thread only, one call at a time, in the order of the batches.
+class RolloutWorker {
  public:
-  /// Collects batch `step` at context stage `stage` (an index into the trainer's stages) with `generator` (the
-  /// worker's, over the sampler copy). Runs on the worker thread.
+  virtual ~RolloutWorker() = default;
+  /// The sampler's trained parameters become `weights` (one version's snapshot) before the next collect.
+  virtual void load_weights(const WeightsSnapshot& weights) = 0;
+  /// The prompt source becomes `state` (a restored checkpoint's) before the next collect.
+  virtual void load_source_state(const TrainerState& state) = 0;
+  /// A collected batch with the prompt source's state before and after collecting it.
+  struct Collected {
+    std::shared_ptr<StepBatch> batch;
+    TrainerState source_before, source_after;
+  };
+  /// Collects batch `step` at context stage `stage` (an index into the trainer's stages).
+  virtual Collected collect(std::int64_t step, std::size_t stage) = 0;
+};
+
+/// The worker of a pipeline on one process: its own sampler copy of the policy, the run's generator rebuilt over it,
+/// and the trainer's collect, scorer and prompt source (which it shares with the trainer: the pipeline holds it still
+/// while the trainer evaluates or saves).
+class LocalRolloutWorker : public RolloutWorker {
+ public:
+  /// Collects batch `step` at context stage `stage` with `generator` (the worker's, over the sampler copy).
   using Collect = std::function<StepBatch(std::int64_t step, std::size_t stage, Generator& generator)>;
-  /// The prompt source's state (PromptSource::save_state) before a batch is collected: what a checkpoint saves to
-  /// regenerate the batches in flight. Runs on the worker thread.
+  /// The prompt source's state (PromptSource::save_state): what a checkpoint saves to regenerate the batches in flight.
   using SourceState = std::function<TrainerState()>;
 
   /// `sampler`: a copy of the policy (TrainedModel::sampler_copy) that only the worker uses, and `generator` over it
-  /// (the run's generator rebound to the copy: TrainedModel::rebind_generator); `generation_threads` > 0 sets the
-  /// worker's intra-op thread count (at::set_num_threads on its thread), 0 leaves the default.
-  RolloutPipeline(std::unique_ptr<TrainedModel> sampler, std::shared_ptr<Generator> generator,
-                  std::int64_t generation_threads, Collect collect, SourceState source_state);
+  /// (the run's generator rebound to the copy: TrainedModel::rebind_generator).
+  LocalRolloutWorker(std::unique_ptr<TrainedModel> sampler, std::shared_ptr<Generator> generator, Collect collect,
+                     SourceState source_state);
+  ~LocalRolloutWorker() override;
+  void load_weights(const WeightsSnapshot& weights) override;
+  /// Nothing: the source is the trainer's own, which GrpoTrainer::restore has loaded.
+  void load_source_state(const TrainerState& /*state*/) override {}
+  Collected collect(std::int64_t step, std::size_t stage) override;
+
+ private:
+  std::unique_ptr<TrainedModel> sampler_;
+  std::shared_ptr<Generator> generator_;
+  Collect collect_;
+  SourceState source_state_;
+};
+
+class RolloutPipeline {
+ public:
+  /// Starts the thread that runs `worker`; `generation_threads` > 0 sets its intra-op thread count
+  /// (at::set_num_threads on that thread), 0 leaves the default.
+  RolloutPipeline(std::unique_ptr<RolloutWorker> worker, std::int64_t generation_threads);
   /// Stops the worker after its current batch and joins it.
   ~RolloutPipeline();
   RolloutPipeline(const RolloutPipeline&) = delete;
@@ -90,11 +129,16 @@ class RolloutPipeline {
     std::vector<Step> steps;                                    ///< oldest first
     std::map<std::int64_t, WeightsSnapshot> weights;            ///< by version
     TrainerState source_before;
+    /// With no batch pending: the worker's prompt source after the last batch it collected (unset when it collected
+    /// none since the start or the last clear()).
+    std::optional<TrainerState> source_now;
   };
   InFlight in_flight() const;
   /// Drops every pending batch, after the one the worker collects (if any) is done, and forgets which weights the copy
   /// holds: before a restore submits the batches that were in flight again.
   void clear();
+  /// The worker's prompt source becomes `state` before it collects its next batch (RolloutWorker::load_source_state).
+  void load_source_state(TrainerState state);
 
   /// Seconds the trainer waited in take() for its last batch, and the worker's busy seconds (loading weights,
   /// collecting) over the batches taken so far.
@@ -112,14 +156,10 @@ class RolloutPipeline {
     double busy_seconds = 0.0;
   };
   void run();
-  void load_weights(const WeightsSnapshot& weights);
   void rethrow_locked() const;
 
-  std::unique_ptr<TrainedModel> sampler_;
-  std::shared_ptr<Generator> generator_;
+  std::unique_ptr<RolloutWorker> worker_;
   std::int64_t generation_threads_ = 0;
-  Collect collect_;
-  SourceState source_state_;
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
@@ -128,8 +168,10 @@ class RolloutPipeline {
   bool stop_ = false;
   std::exception_ptr error_;
   std::int64_t loaded_version_ = -1;
+  std::optional<TrainerState> source_to_load_;  // load_source_state's, for the worker before its next batch
+  std::optional<TrainerState> source_now_;      // after the last batch collected
   double last_wait_seconds_ = 0.0, busy_taken_ = 0.0;
-  std::thread worker_;
+  std::thread thread_;
 };
 
 }  // namespace grpo::train

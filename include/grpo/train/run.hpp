@@ -49,6 +49,10 @@ std::unique_ptr<MixedPromptSource> make_data_source(const RunSettings& settings,
 /// Everything a run holds, at fixed addresses (the trainer refers to the group, source and scorer).
 struct Run {
   explicit Run(ProcessGroup process_group) : group(std::move(process_group)) {}
+  /// With --rollout-ranks: the group of every rank, over which this rank and its partner exchange batches and
+  /// weights (rollout_ranks.hpp; first, so that it outlives the trainer); null otherwise.
+  std::unique_ptr<ProcessGroup> rollout_link;
+  /// This rank's side: every rank, or with --rollout-ranks the trainer ranks (or, on a rollout rank, the rollout ranks).
   ProcessGroup group;
   torch::Device device = torch::kCPU;
   models::CausalLM model{nullptr};
@@ -57,9 +61,12 @@ struct Run {
   std::unique_ptr<GrpoTrainer> trainer;
   std::unique_ptr<CheckpointManager> checkpoints;
   std::int64_t first_step = 1;  ///< after a resume, the step after the checkpoint's
+  /// A rollout rank (--rollout-ranks): its loop is trainer->serve_rollouts(), and it logs and writes nothing.
+  bool serves_rollouts = false;
 };
 
-/// Builds a run: the process group (RANK/WORLD_SIZE from the environment, scripts/launch.sh), intra-op threads, the
+/// Builds a run: the process group (RANK/WORLD_SIZE from the environment, scripts/launch.sh; with --rollout-ranks the
+/// groups of rollout_ranks.hpp, and a rollout rank's run has Run::serves_rollouts set), intra-op threads, the
 /// model (the tiny task's, warmed up, or the checkpoint's), the prompt source, the scorer and the trainer; restores the
 /// newest checkpoint with --resume. On rank 0 it prints the model line, writes config.yaml (refusing a --config that
 /// is this output directory's own config.yaml unless resuming) and adds the metrics, completions and progress logs.
@@ -76,7 +83,8 @@ AccuracyCurve start_accuracy_curve(Run& run);
 /// rank takes part in a checkpoint every save_every steps and after the last step.
 void evaluate_and_save(Run& run, const RunSettings& settings, std::int64_t step, AccuracyCurve& curve);
 
-/// The loop from run.first_step to the last step: GrpoTrainer::step, then evaluate_and_save. Returns the curve.
+/// The loop from run.first_step to the last step: GrpoTrainer::step, then evaluate_and_save. Returns the curve. On a
+/// rollout rank: serve_rollouts until the trainer rank is done, and an empty curve.
 AccuracyCurve train_run(Run& run, const RunSettings& settings);
 
 /// After the last step, on rank 0: a LoRA run's adapter written as peft saves it (output_dir/adapter), and the curve

@@ -78,6 +78,9 @@ struct RunSettings {
   std::int64_t log_every = 10, log_completions = 4, save_every = 50, keep_last = 2, eval_every = 25;
   bool resume = false, tensorboard = true;
   int threads = 0;  ///< 0 = 1 for the tiny task, else cores / processes
+  /// Dedicated rollout ranks (rollout_ranks.hpp), one per trainer rank: of a launch of 2N processes, N train and N
+  /// sample and score; 0 = every process does both.
+  int rollout_ranks = 0;
   std::filesystem::path roll_config;
 
   // Multi-turn tool rollouts (agent/multi_turn_generator.hpp) in this environment; "" = single-turn completions.

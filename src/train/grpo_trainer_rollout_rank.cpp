@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// GrpoTrainer on a rollout rank (rollout_ranks.hpp): the loop that answers the partner trainer rank.
+#include <grpo/train/grpo_trainer.hpp>
+
+#include <grpo/core/error.hpp>
+#include <grpo/train/trained_model.hpp>
+
+#include "rollout_protocol.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <exception>
+
+namespace grpo::train {
+
+void GrpoTrainer::serve_rollouts() {
+  GRPO_CHECK(serving_, "GrpoTrainer::serve_rollouts: this trainer is not a rollout rank's (GrpoTrainerParts::"
+             "rollout_peer with serves)");
+  if (options_.generation_threads > 0) at::set_num_threads(static_cast<int>(options_.generation_threads));
+  ProcessGroup& link = *serving_->link;
+  const int trainer = serving_->rank;
+  for (;;) {
+    rollout_protocol::Request request = rollout_protocol::recv_request(link, trainer);
+    if (request.stop) return;
+    std::string error;
+    RolloutWorker::Collected collected;
+    try {
+      if (request.weights) {
+        torch::NoGradGuard no_grad;
+        auto parameters = model_->module().named_parameters();
+        for (const auto& [name, value] : *request.weights) {
+          torch::Tensor* target = parameters.find(name);
+          GRPO_CHECK(target != nullptr && target->sizes() == value.sizes() &&
+                         target->scalar_type() == value.scalar_type(),
+                     "the trainer sent weights for \"{}\" ([{}] {}) that this rank's model does not have: both sides "
+                     "must build the same model with the same settings",
+                     name, fmt::join(value.sizes(), ", "), c10::toString(value.scalar_type()));
+          target->copy_(value);
+        }
+      }
+      if (request.source_state) prompts_.load_state(*request.source_state);
+      GRPO_CHECK(request.stage < context_.stages().size(), "the trainer asked for context stage {} of {}",
+                 request.stage, context_.stages().size());
+      prompts_.save_state(collected.source_before);
+      collected.batch = std::make_shared<StepBatch>(
+          collect_rollouts(request.step, *generator_, context_.stages()[request.stage], group_));
+      prompts_.save_state(collected.source_after);
+    } catch (const std::exception& e) {
+      error = fmt::format("batch {} failed: {}", request.step, e.what());
+    }
+    rollout_protocol::send_response(link, trainer, error, &collected);
+  }
+}
+
+}  // namespace grpo::train

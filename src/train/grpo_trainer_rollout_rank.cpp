@@ -23,9 +23,9 @@ void GrpoTrainer::serve_rollouts() {
   for (;;) {
     rollout_protocol::Request request = rollout_protocol::recv_request(link, trainer);
     if (request.stop) return;
-    std::string error;
-    RolloutWorker::Collected collected;
+    rollout_protocol::Response response;
     try {
+      RolloutWorker::Collected collected;
       if (request.weights) {
         torch::NoGradGuard no_grad;
         auto parameters = model_->module().named_parameters();
@@ -46,10 +46,12 @@ void GrpoTrainer::serve_rollouts() {
       collected.batch = std::make_shared<StepBatch>(
           collect_rollouts(request.step, *generator_, context_.stages()[request.stage], group_));
       prompts_.save_state(collected.source_after);
+      response = rollout_protocol::encode_response(collected);
     } catch (const std::exception& e) {
-      error = fmt::format("batch {} failed: {}", request.step, e.what());
+      response = {};
+      response.error = fmt::format("batch {} failed: {}", request.step, e.what());
     }
-    rollout_protocol::send_response(link, trainer, error, &collected);
+    rollout_protocol::send_response(link, trainer, response);
   }
 }
 

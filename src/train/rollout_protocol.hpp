@@ -2,8 +2,8 @@
 // The messages between a trainer rank and its rollout rank (rollout_ranks.hpp), over the link group.
 //   request  (trainer → rollout): int64[4] {kind, step, stage, number of weight tensors or −1}; with weights, their
 //            names, dtypes and shapes as text, then each tensor; then a prompt-source state to load (empty: none).
-//   response (rollout → trainer): an error message (empty: none); without one, the batch and the source's states
-//            before and after it (step_batch_codec.hpp).
+//   response (rollout → trainer): an error message (empty: none), the batch and the source's states before and after
+//            it (step_batch_codec.hpp; empty with an error): always four byte strings.
 #pragma once
 
 #include <grpo/train/distributed.hpp>
@@ -27,8 +27,13 @@ void send_request(ProcessGroup& link, int peer, const Request& request);
 /// The next request from `peer`; waits up to the link's collective_timeout for it.
 Request recv_request(ProcessGroup& link, int peer);
 
-/// A collected batch, or `error` (non-empty) in place of one.
-void send_response(ProcessGroup& link, int peer, const std::string& error, const RolloutWorker::Collected* collected);
+/// A response as bytes: an error message (empty: none), or the batch and the source's states.
+struct Response {
+  std::string error, batch, source_before, source_after;
+};
+/// The bytes of a collected batch (throws what the codec throws).
+Response encode_response(const RolloutWorker::Collected& collected);
+void send_response(ProcessGroup& link, int peer, const Response& response);
 /// The response of `peer` (rollout rank `peer` of the link); throws grpo::Error with the rollout rank's message.
 RolloutWorker::Collected recv_response(ProcessGroup& link, int peer);
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace grpo::train {
@@ -27,6 +28,10 @@ RolloutRanks RolloutRanks::join(const ProcessGroupOptions& world, int rollout_ra
   RolloutRanks out;
   ProcessGroupOptions link = world;
   link.backend = DistributedBackend::gloo;  // batches and weights travel as CPU tensors
+  // A rollout rank waits for its next request while its trainer evaluates and checkpoints, and a trainer for a batch
+  // while it is sampled: both may take longer than a collective. A peer that exits closes its sockets and is reported
+  // at once; this bounds only a peer that hangs.
+  link.collective_timeout = std::max(link.collective_timeout, kLinkTimeout);
   out.link = std::make_unique<ProcessGroup>(link);
   const bool serves = world.rank >= rollout_ranks;
   ProcessGroupOptions side = world;
@@ -103,22 +108,31 @@ Request recv_request(ProcessGroup& link, int peer) {
   return out;
 }
 
-void send_response(ProcessGroup& link, int peer, const std::string& error, const RolloutWorker::Collected* collected) {
-  link.send_bytes(error, peer, kResponseTag);
-  if (!error.empty()) return;
-  GRPO_CHECK(collected != nullptr && collected->batch != nullptr, "rollout rank: no batch to send");
-  link.send_bytes(encode_step_batch(*collected->batch), peer, kResponseTag);
-  link.send_bytes(encode_trainer_state(collected->source_before), peer, kResponseTag);
-  link.send_bytes(encode_trainer_state(collected->source_after), peer, kResponseTag);
+Response encode_response(const RolloutWorker::Collected& collected) {
+  GRPO_CHECK(collected.batch != nullptr, "rollout rank: no batch to send");
+  return {.error = {},
+          .batch = encode_step_batch(*collected.batch),
+          .source_before = encode_trainer_state(collected.source_before),
+          .source_after = encode_trainer_state(collected.source_after)};
+}
+
+void send_response(ProcessGroup& link, int peer, const Response& response) {
+  // Always four messages, so that the trainer reads a whole response whatever it holds.
+  for (const std::string* part : {&response.error, &response.batch, &response.source_before, &response.source_after}) {
+    link.send_bytes(*part, peer, kResponseTag);
+  }
 }
 
 RolloutWorker::Collected recv_response(ProcessGroup& link, int peer) {
-  const std::string error = link.recv_bytes(peer, kResponseTag);
-  GRPO_CHECK(error.empty(), "rollout rank {}: {}", peer, error);
+  Response response;  // read whole before anything is decoded: the link stays in step if decoding fails
+  for (std::string* part : {&response.error, &response.batch, &response.source_before, &response.source_after}) {
+    *part = link.recv_bytes(peer, kResponseTag);
+  }
+  GRPO_CHECK(response.error.empty(), "rollout rank {}: {}", peer, response.error);
   RolloutWorker::Collected out;
-  out.batch = std::make_shared<StepBatch>(decode_step_batch(link.recv_bytes(peer, kResponseTag)));
-  out.source_before = decode_trainer_state(link.recv_bytes(peer, kResponseTag));
-  out.source_after = decode_trainer_state(link.recv_bytes(peer, kResponseTag));
+  out.batch = std::make_shared<StepBatch>(decode_step_batch(response.batch));
+  out.source_before = decode_trainer_state(response.source_before);
+  out.source_after = decode_trainer_state(response.source_after);
   return out;
 }
 
@@ -130,7 +144,9 @@ RemoteRolloutWorker::RemoteRolloutWorker(RolloutPeer peer) : peer_(peer) {
 
 RemoteRolloutWorker::~RemoteRolloutWorker() {
   try {
-    rollout_protocol::send_request(*peer_.link, peer_.rank, {.stop = true});
+    rollout_protocol::Request stop;
+    stop.stop = true;
+    rollout_protocol::send_request(*peer_.link, peer_.rank, stop);
   } catch (const std::exception& e) {  // the rollout rank is gone already (it failed, or the link did)
     fmt::print(stderr, "grpo: could not tell rollout rank {} to stop: {}\n", peer_.rank, e.what());
   }
@@ -141,7 +157,9 @@ void RemoteRolloutWorker::load_weights(const WeightsSnapshot& weights) { weights
 void RemoteRolloutWorker::load_source_state(const TrainerState& state) { source_state_ = state; }
 
 RolloutWorker::Collected RemoteRolloutWorker::collect(std::int64_t step, std::size_t stage) {
-  rollout_protocol::Request request{.step = step, .stage = stage};
+  rollout_protocol::Request request;
+  request.step = step;
+  request.stage = stage;
   request.weights = std::exchange(weights_, std::nullopt);
   request.source_state = std::exchange(source_state_, std::nullopt);
   rollout_protocol::send_request(*peer_.link, peer_.rank, request);

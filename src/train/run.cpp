@@ -224,7 +224,8 @@ std::unique_ptr<Run> build_run(RunSettings& s) {
   // Threads: the tiny task's tensors are too small for intra-op threads to pay (measured: 2 threads take 2.5× as
   // long as 1 on 2 cores; use launch.sh -n 2 for both cores); a real model's matrix products want the cores.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(s.threads > 0 ? s.threads : tiny ? 1 : std::max(1, cores / run->group.world_size()));
+  const int processes = run->rollout_link ? run->rollout_link->world_size() : run->group.world_size();
+  at::set_num_threads(s.threads > 0 ? s.threads : tiny ? 1 : std::max(1, cores / processes));
 
   // Multi-turn tool rollouts: the environment, whose tools the prompts announce, and the turn format.
   agent::EnvironmentFactory environment;

@@ -4,8 +4,11 @@
 #include <grpo/core/error.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 namespace grpo::train {
@@ -57,27 +60,44 @@ class Reader {
     std::memcpy(&value, take(sizeof(T)).data(), sizeof(T));
     return value;
   }
-  std::size_t size() {
+  /// A count of items that take at least `min_bytes` each: more than the bytes left can hold is refused before
+  /// anything is allocated for them.
+  std::size_t size(std::size_t min_bytes = 1) {
     const auto n = number<std::uint64_t>();
-    if (n > in_.size()) fail(fmt::format("a count of {} with {} bytes left", n, in_.size()));
+    if (n > in_.size() / min_bytes) fail(fmt::format("a count of {} with {} bytes left", n, in_.size()));
     return static_cast<std::size_t>(n);
+  }
+  /// A one-byte code in [0, max].
+  std::uint8_t code(std::uint8_t max, std::string_view what) {
+    const auto value = number<std::uint8_t>();
+    if (value > max) fail(fmt::format("{} code {}", what, value));
+    return value;
   }
   std::string text() { return std::string(take(size())); }
   torch::Tensor tensor() {
     if (number<std::uint8_t>() == 0) return {};
     const auto type = number<std::int32_t>();
-    if (type < 0 || type >= static_cast<std::int32_t>(c10::ScalarType::NumOptions)) {
+    const auto dtype = static_cast<c10::ScalarType>(type);
+    constexpr c10::ScalarType kTypes[] = {torch::kUInt8, torch::kInt8,    torch::kInt16,   torch::kInt32,
+                                          torch::kInt64, torch::kFloat16, torch::kFloat32, torch::kFloat64,
+                                          torch::kBool,  torch::kBFloat16};
+    if (std::find(std::begin(kTypes), std::end(kTypes), dtype) == std::end(kTypes)) {
       fail(fmt::format("tensor dtype code {}", type));
     }
-    const std::size_t dims = size();
-    std::vector<std::int64_t> sizes(dims);
+    std::vector<std::int64_t> sizes(size(sizeof(std::int64_t)));
+    std::size_t bytes = c10::elementSize(dtype);
     for (auto& s : sizes) {
       s = number<std::int64_t>();
       if (s < 0) fail(fmt::format("tensor size {}", s));
+      // The payload must be in what is left: checked before allocating, without overflow.
+      if (s > 0 && bytes > in_.size() / static_cast<std::size_t>(s)) {
+        fail(fmt::format("a tensor of shape [{}] with {} bytes left", fmt::join(sizes, ", "), in_.size()));
+      }
+      bytes *= static_cast<std::size_t>(s);
     }
-    torch::Tensor out = torch::empty(sizes, torch::TensorOptions().dtype(static_cast<c10::ScalarType>(type)));
+    torch::Tensor out = torch::empty(sizes, torch::TensorOptions().dtype(dtype));
     const std::string_view data = take(out.nbytes());
-    std::memcpy(out.data_ptr(), data.data(), data.size());
+    if (!data.empty()) std::memcpy(out.data_ptr(), data.data(), data.size());
     return out;
   }
   template <typename T>
@@ -131,7 +151,7 @@ std::shared_ptr<const rewards::Row> read_row(Reader& r) {
   auto row = std::make_shared<rewards::Row>();
   for (std::size_t n = r.size(), i = 0; i < n; ++i) {
     std::string key = r.text();
-    switch (r.number<std::uint8_t>()) {
+    switch (r.code(2, "row field type")) {
       case 0:
         row->set(std::move(key), r.text());
         break;
@@ -139,7 +159,7 @@ std::shared_ptr<const rewards::Row> read_row(Reader& r) {
         row->set(std::move(key), r.number<double>());
         break;
       default: {
-        std::vector<std::string> list(r.size());
+        std::vector<std::string> list(r.size(8));
         for (auto& item : list) item = r.text();
         row->set(std::move(key), std::move(list));
       }
@@ -154,7 +174,7 @@ void write_ids(Writer& w, const std::vector<std::int64_t>& ids) {
 }
 
 std::vector<std::int64_t> read_ids(Reader& r) {
-  std::vector<std::int64_t> ids(r.size());
+  std::vector<std::int64_t> ids(r.size(sizeof(std::int64_t)));
   for (auto& id : ids) id = r.number<std::int64_t>();
   return ids;
 }
@@ -170,11 +190,11 @@ void write_metrics(Writer& w, const std::vector<MetricValue>& metrics) {
 }
 
 std::vector<MetricValue> read_metrics(Reader& r) {
-  std::vector<MetricValue> out(r.size());
+  std::vector<MetricValue> out(r.size(8 + 8 + 1 + 8));
   for (auto& m : out) {
     m.name = r.text();
     m.value = r.number<double>();
-    m.reduction = static_cast<MetricReduction>(r.number<std::uint8_t>());
+    m.reduction = static_cast<MetricReduction>(r.code(static_cast<std::uint8_t>(MetricReduction::max), "metric reduction"));
     m.weight = r.number<double>();
   }
   return out;
@@ -189,7 +209,7 @@ void write_pairs(Writer& w, const std::vector<std::pair<std::string, double>>& p
 }
 
 std::vector<std::pair<std::string, double>> read_pairs(Reader& r) {
-  std::vector<std::pair<std::string, double>> out(r.size());
+  std::vector<std::pair<std::string, double>> out(r.size(8 + 8));
   for (auto& [name, value] : out) {
     name = r.text();
     value = r.number<double>();
@@ -293,7 +313,7 @@ StepBatch decode_step_batch(std::string_view bytes) {
   b.weights_version = r.optional<std::int64_t>();
   b.train = r.number<std::uint8_t>() != 0;
   b.rollout = read_rollout(r);
-  b.problems.resize(r.size());
+  b.problems.resize(r.size(8 + 8 + 1 + 8 + 8));
   for (Problem& p : b.problems) {
     p.prompt_ids = read_ids(r);
     p.prompt_text = r.text();
@@ -301,14 +321,14 @@ StepBatch decode_step_batch(std::string_view bytes) {
     p.domain = static_cast<std::size_t>(r.number<std::uint64_t>());
     p.id = r.text();
   }
-  b.completions.resize(r.size());
+  b.completions.resize(r.size(8 * 3 + 1 + 8 + 1 + 1));
   for (rewards::Completion& c : b.completions) {
     c.prompt = r.text();
     c.text = r.text();
     c.token_ids = read_ids(r);
     c.truncated = r.number<std::uint8_t>() != 0;
     c.group = static_cast<std::size_t>(r.number<std::uint64_t>());
-    const auto ref = static_cast<RowRef>(r.number<std::uint8_t>());
+    const auto ref = static_cast<RowRef>(r.code(static_cast<std::uint8_t>(RowRef::own), "completion row"));
     if (ref == RowRef::problem) {
       GRPO_CHECK(c.group < b.problems.size(), "a step batch: a completion of group {} with {} problems", c.group,
                  b.problems.size());
@@ -320,9 +340,9 @@ StepBatch decode_step_batch(std::string_view bytes) {
   }
   b.totals.resize(r.size());
   for (auto& total : b.totals) total = r.optional<float>();
-  b.reward_values.resize(r.size());
+  b.reward_values.resize(r.size(8));
   for (auto& values : b.reward_values) {
-    values.resize(r.size());
+    values.resize(r.size(8 + 1));
     for (auto& [name, value] : values) {
       name = r.text();
       value = r.optional<double>();
@@ -330,7 +350,7 @@ StepBatch decode_step_batch(std::string_view bytes) {
   }
   b.correct.resize(r.size());
   for (auto& correct : b.correct) {
-    const auto code = r.number<std::uint8_t>();
+    const auto code = r.code(2, "correct");
     if (code != 0) correct = code == 2;
   }
   b.in_loss_groups = r.tensor();

@@ -187,4 +187,9 @@ TEST_CASE("Step batch codec: bytes that are not an encoded batch are refused, na
   const std::int32_t code = 1000;
   std::memcpy(bad.data() + at, &code, sizeof(code));
   CHECK_THROWS_WITH(train::decode_step_batch(bad), Catch::Contains("tensor dtype code 1000"));
+  // A shape far larger than the bytes: refused before anything is allocated.
+  bad = bytes;
+  const std::int64_t huge = std::int64_t{1} << 40;
+  std::memcpy(bad.data() + at + sizeof(code) + sizeof(std::uint64_t), &huge, sizeof(huge));
+  CHECK_THROWS_WITH(train::decode_step_batch(bad), Catch::Contains("a tensor of shape [1099511627776"));
 }

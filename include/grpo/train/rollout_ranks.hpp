@@ -21,6 +21,7 @@
 #include <grpo/train/distributed.hpp>
 #include <grpo/train/rollout_pipeline.hpp>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -35,7 +36,12 @@ struct RolloutPeer {
   bool serves = false;
 };
 
-/// This process's place in a world with rollout ranks.
+/// How long a trainer and its rollout rank wait for each other's next message on the link (a request, a batch), at
+/// least: 24 hours, or ProcessGroupOptions::collective_timeout when longer.
+inline constexpr std::chrono::milliseconds kLinkTimeout{24LL * 3600 * 1000};
+
+/// This process's place in a world with rollout ranks (one machine: the rollout ranks' group is hosted by world rank
+/// N at MASTER_ADDR).
 struct RolloutRanks {
   /// Joins the three groups of a world of `world.world_size` = 2 · rollout_ranks processes (world: the launch's
   /// ProcessGroupOptions, rank and port included). Throws ConfigError naming --rollout-ranks when the world is not

@@ -40,9 +40,10 @@ Scalars EvaluationReport::scalars() const {
 
 EvaluationReport GrpoTrainer::evaluate(std::int64_t step, std::int64_t max_new_tokens) {
   torch::NoGradGuard no_grad;
-  // The pipeline's worker shares the scorer and the prompt source: it waits while the held-out set is graded.
+  // A worker thread shares the scorer and the prompt source: it waits while the held-out set is graded. A rollout
+  // rank has its own and goes on sampling.
   std::unique_lock<std::mutex> worker_waits;
-  if (pipeline_) worker_waits = pipeline_->quiesce();
+  if (pipeline_ && pipeline_->shares_trainer_parts()) worker_waits = pipeline_->quiesce();
   const std::vector<std::string> names = prompts_.domain_names();
   std::vector<CorrectnessJudge> judges;
   for (std::size_t d = 0; d < names.size(); ++d) judges.push_back(scorer_.judge(d));

@@ -1137,7 +1137,8 @@ StepMetrics pipelined_numbers(const StepMetrics& metrics) {
 TEST_CASE("r1_zero with a rollout rank (one process trains, one samples and scores, the weights sent over c10d) gives "
           "the one-process pipelined run bit for bit, and resumes so",
           "[examples][distributed][pipeline]") {
-  const std::string args = " --steps 4 --eval-every 0 --eval-problems 8 --eval-samples 1 --save-every 2 "
+  // Evaluations at steps 2 and 4 run on the trainer while the rollout rank samples: they change nothing else.
+  const std::string args = " --steps 4 --eval-every 2 --eval-problems 8 --eval-samples 1 --save-every 2 "
                            "--no-tensorboard --max-staleness 1 --off-policy-correction decoupled --rollout-is token "
                            "--generation-threads 1";
   const auto threaded = scratch("rollout_rank_threaded"), ranks = scratch("rollout_rank_two");
@@ -1158,6 +1159,7 @@ TEST_CASE("r1_zero with a rollout rank (one process trains, one samples and scor
     return grpo::io::read_file(dir / "checkpoints" / fmt::format("checkpoint-{}", step) / "model.safetensors");
   };
   CHECK(weights(ranks, 4) == weights(threaded, 4));
+  CHECK(got.at(2).at("eval/mean_accuracy") == expected.at(2).at("eval/mean_accuracy"));
   CHECK(weights(ranks, 4) != weights(ranks, 2));  // the weights moved: the comparison can fail
 
   // Resumed from step 2, with batches 3 and 4 in flight: the trainer sends the rollout rank their weights and the

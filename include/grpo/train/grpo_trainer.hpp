@@ -417,7 +417,8 @@ class GrpoTrainer {
 
   /// k = eval_samples samples per held-out problem with the evaluation sampling options, graded by the scorer's judges:
   /// mean accuracy, pass@k, maj@k. Calls on_evaluation. `max_new_tokens` = 0: the current stage's limit. A pipelined
-  /// run's worker finishes the batches admitted and waits meanwhile (it shares the scorer and the prompt source).
+  /// run's worker thread finishes the batches admitted and waits meanwhile (it shares the scorer and the prompt
+  /// source); a rollout rank goes on sampling.
   EvaluationReport evaluate(std::int64_t step, std::int64_t max_new_tokens = 0);
 
   /// Writes checkpoint `step` (rank 0 writes, every rank takes part) and calls on_save. A pipelined run's checkpoint

@@ -66,6 +66,8 @@ class RolloutWorker {
   };
   /// Collects batch `step` at context stage `stage` (an index into the trainer's stages).
   virtual Collected collect(std::int64_t step, std::size_t stage) = 0;
+  /// Whether it uses the trainer's own scorer and prompt source, so that evaluation must hold it still.
+  virtual bool shares_trainer_parts() const = 0;
 };
 
 /// The worker of a pipeline on one process: its own sampler copy of the policy, the run's generator rebuilt over it,
@@ -87,6 +89,7 @@ class LocalRolloutWorker : public RolloutWorker {
   /// Nothing: the source is the trainer's own, which GrpoTrainer::restore has loaded.
   void load_source_state(const TrainerState& /*state*/) override {}
   Collected collect(std::int64_t step, std::size_t stage) override;
+  bool shares_trainer_parts() const override { return true; }
 
  private:
   std::unique_ptr<TrainedModel> sampler_;
@@ -139,6 +142,9 @@ class RolloutPipeline {
   void clear();
   /// The worker's prompt source becomes `state` before it collects its next batch (RolloutWorker::load_source_state).
   void load_source_state(TrainerState state);
+
+  /// Whether its worker uses the trainer's scorer and prompt source (RolloutWorker::shares_trainer_parts).
+  bool shares_trainer_parts() const { return worker_->shares_trainer_parts(); }
 
   /// Seconds the trainer waited in take() for its last batch, and the worker's busy seconds (loading weights,
   /// collecting) over the batches taken so far.

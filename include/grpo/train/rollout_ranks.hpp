@@ -66,6 +66,8 @@ class RemoteRolloutWorker : public RolloutWorker {
   void load_weights(const WeightsSnapshot& weights) override;
   void load_source_state(const TrainerState& state) override;
   Collected collect(std::int64_t step, std::size_t stage) override;
+  /// false: the rollout rank scores with its own scorer and source.
+  bool shares_trainer_parts() const override { return false; }
 
  private:
   RolloutPeer peer_;

@@ -1188,6 +1188,34 @@ TEST_CASE("r1_zero with a rollout rank (one process trains, one samples and scor
   CHECK_THAT(synchronous.out, Catch::Contains("--rollout-ranks 1") && Catch::Contains("--max-staleness"));
 }
 
+TEST_CASE("r1_zero with a rollout rank equals the one-process pipelined run for multi-turn tool rollouts, ReMax's "
+          "greedy baselines and PPO's critic",
+          "[examples][distributed][pipeline]") {
+  // What crosses the link beyond a plain batch: turns and tool replies (completion_turns, the attention mask, turn
+  // rewards), ReMax's greedy baselines (sampled and scored on the rollout rank), and PPO's critic values (computed
+  // on the trainer from the batch it received).
+  const std::string variant = GENERATE(std::string("--task tiny_lookup"), std::string("--advantage remax"),
+                                       std::string("--advantage gae"));
+  INFO(variant);
+  const std::string args = " " + variant + " --steps 3 --eval-every 0 --eval-problems 8 --eval-samples 1 "
+                           "--save-every 0 --no-tensorboard --max-staleness 1 --off-policy-correction bypass "
+                           "--generation-threads 1";
+  const auto threaded = scratch("rollout_rank_variant_threaded"), ranks = scratch("rollout_rank_variant_two");
+  const auto one = r1_zero(args, threaded);
+  INFO(one.out);
+  REQUIRE(one.status == 0);
+  const auto two = r1_zero_two_ranks(args + " --rollout-ranks 1", ranks);
+  INFO(two.out);
+  REQUIRE(two.status == 0);
+  const auto expected = read_metrics(threaded), got = read_metrics(ranks);
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    INFO("step " << step);
+    REQUIRE(got.count(step) == 1);
+    CHECK(pipelined_numbers(got.at(step)) == pipelined_numbers(expected.at(step)));
+  }
+  CHECK(read_completions(ranks).size() == read_completions(threaded).size());
+}
+
 TEST_CASE("r1_zero --advantage gae on two ranks follows the one-rank run: the critic's values, returns, loss and "
           "update over every rank's tokens",
           "[examples][distributed][ppo]") {

@@ -177,6 +177,7 @@ namespace detail {
 struct ProcessGroupState {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<CollectiveBackend> backend;
+  int subgroups = 0;  // made so far: numbers each one's keys in the store, as torch.distributed.new_group does
   ProcessGroupState() = default;
   ProcessGroupState(const ProcessGroupState&) = delete;
   ProcessGroupState& operator=(const ProcessGroupState&) = delete;
@@ -279,6 +280,28 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(opt
     rendezvous(who);
   }
   connect_backend(who);
+}
+
+ProcessGroup::ProcessGroup(ProcessGroupOptions options, Unconnected) : options_(std::move(options)) {}
+
+ProcessGroup ProcessGroup::subgroup(const std::string& name, int rank, int world_size,
+                                    DistributedBackend backend) const {
+  ProcessGroupOptions options = options_;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.backend = backend;
+  options.validate();
+  GRPO_CHECK(world_size <= options_.world_size, "ProcessGroup::subgroup \"{}\": {} ranks in a group of {}", name,
+             world_size, options_.world_size);
+  if (world_size == 1 || !state_) return ProcessGroup(options);  // one rank: no exchange (or this group's identity)
+  const std::string who = fmt::format("rank {} of {} of subgroup \"{}\"", rank, world_size, name);
+  ProcessGroup out(options, Unconnected{});
+  out.state_ = std::make_unique<detail::ProcessGroupState>();
+  // Numbered: a second subgroup of the same name (another trainer on this group) meets on keys of its own.
+  out.state_->store =
+      c10::make_intrusive<c10d::PrefixStore>(fmt::format("subgroup/{}/{}", state_->subgroups++, name), state_->store);
+  out.connect_backend(who);
+  return out;
 }
 
 void ProcessGroup::rendezvous(const std::string& who) {

@@ -313,15 +313,9 @@ GrpoTrainer::GrpoTrainer(const ModelFactory& model, PromptSource& prompts, StepS
   if (options_.max_staleness && parts.rollout_peer) {  // the batches come from the partner rollout rank
     pipeline_ = std::make_unique<RolloutPipeline>(std::make_unique<RemoteRolloutWorker>(*parts.rollout_peer), 0);
   } else if (options_.max_staleness) {
-    if (group_.world_size() > 1) {
-      ProcessGroupOptions workers = group_.options();
-      GRPO_CHECK_CONFIG(workers.master_port < 65535,
-                        "max_staleness with {} ranks: the workers' process group uses MASTER_PORT + 1, and MASTER_PORT "
-                        "is {}",
-                        workers.world_size, workers.master_port);
-      workers.master_port += 1;
-      workers.backend = DistributedBackend::gloo;  // the workers exchange pass rates: CPU tensors
-      worker_group_ = std::make_unique<ProcessGroup>(workers);
+    if (group_.world_size() > 1) {  // the workers exchange pass rates: CPU tensors, in a group of their own
+      worker_group_ = std::make_unique<ProcessGroup>(
+          group_.subgroup("pipeline_workers", group_.rank(), group_.world_size(), DistributedBackend::gloo));
     }
     std::unique_ptr<TrainedModel> sampler = model_->sampler_copy();
     std::shared_ptr<Generator> worker_generator = sampler->rebind_generator(*generator_);

@@ -20,10 +20,6 @@ RolloutRanks RolloutRanks::join(const ProcessGroupOptions& world, int rollout_ra
                     "--rollout-ranks {}: a run with rollout ranks has one per trainer rank, so WORLD_SIZE must be {} "
                     "(scripts/launch.sh -n {}), got {}",
                     rollout_ranks, 2 * rollout_ranks, 2 * rollout_ranks, world.world_size);
-  GRPO_CHECK_CONFIG(world.master_port + 2 <= 65535,
-                    "--rollout-ranks: the trainer and rollout ranks meet at MASTER_PORT + 1 and + 2, and MASTER_PORT "
-                    "is {}",
-                    world.master_port);
   world.validate();
   RolloutRanks out;
   ProcessGroupOptions link = world;
@@ -34,12 +30,10 @@ RolloutRanks RolloutRanks::join(const ProcessGroupOptions& world, int rollout_ra
   link.collective_timeout = std::max(link.collective_timeout, kLinkTimeout);
   out.link = std::make_unique<ProcessGroup>(link);
   const bool serves = world.rank >= rollout_ranks;
-  ProcessGroupOptions side = world;
-  side.world_size = rollout_ranks;
-  side.rank = world.rank % rollout_ranks;
-  side.master_port = world.master_port + (serves ? 2 : 1);
-  if (serves) side.backend = DistributedBackend::gloo;  // the rollout ranks exchange pass rates: CPU tensors
-  out.side = std::make_unique<ProcessGroup>(side);
+  // Each side's own group, met through the link's store. The rollout ranks exchange pass rates: CPU tensors.
+  out.side = std::make_unique<ProcessGroup>(out.link->subgroup(serves ? "rollout_ranks" : "trainer_ranks",
+                                                              world.rank % rollout_ranks, rollout_ranks,
+                                                              serves ? DistributedBackend::gloo : world.backend));
   out.peer = {.link = out.link.get(), .rank = serves ? world.rank - rollout_ranks : world.rank + rollout_ranks,
               .serves = serves};
   return out;

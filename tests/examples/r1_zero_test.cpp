@@ -1216,6 +1216,29 @@ TEST_CASE("r1_zero with a rollout rank equals the one-process pipelined run for 
   CHECK(read_completions(ranks).size() == read_completions(threaded).size());
 }
 
+TEST_CASE("r1_zero with two trainer ranks and two rollout ranks equals the two-rank pipelined run bit for bit",
+          "[examples][distributed][pipeline]") {
+  // The trainers' gradient all-reduce and the rollout ranks' pass rates run in subgroups of the four (met through
+  // rank 0's store); each rollout rank collects its trainer's share, as that trainer's worker thread would.
+  const std::string args = " --steps 3 --eval-every 0 --eval-problems 8 --eval-samples 1 --save-every 0 "
+                           "--no-tensorboard --max-staleness 1 --off-policy-correction bypass --generation-threads 1";
+  const auto threaded = scratch("rollout_ranks_four_threaded"), ranks = scratch("rollout_ranks_four");
+  const auto two = r1_zero_two_ranks(args, threaded);
+  INFO(two.out);
+  REQUIRE(two.status == 0);
+  const auto four = grpo::testing::run_command(std::string(grpo::testing::source_dir()) + "/scripts/launch.sh -n 4 " +
+                                               grpo::testing::r1_zero_path() + " --output-dir " + ranks.string() +
+                                               args + " --rollout-ranks 2 2>&1");
+  INFO(four.out);
+  REQUIRE(four.status == 0);
+  const auto expected = read_metrics(threaded), got = read_metrics(ranks);
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    INFO("step " << step);
+    REQUIRE(got.count(step) == 1);
+    CHECK(pipelined_numbers(got.at(step)) == pipelined_numbers(expected.at(step)));
+  }
+}
+
 TEST_CASE("r1_zero --advantage gae on two ranks follows the one-rank run: the critic's values, returns, loss and "
           "update over every rank's tokens",
           "[examples][distributed][ppo]") {

@@ -106,6 +106,14 @@ class ProcessGroup {
   std::string backend_name() const;
   const ProcessGroupOptions& options() const { return options_; }
 
+  /// A process group of some of this group's ranks (torch.distributed.new_group): every member calls it with the same
+  /// `name` (unique among this group's subgroups) and its own place in it, `rank` of `world_size`; the other ranks do
+  /// not call it. It meets through this group's store, so it needs no port of its own and works across machines, and
+  /// exchanges with `backend`. Its collectives never interleave with this group's. Blocks until every member has
+  /// called it (the backend's mesh); grpo::Error when that fails. Subgroups are numbered in the order a process makes
+  /// them, so every member must make this group's subgroups in the same order.
+  ProcessGroup subgroup(const std::string& name, int rank, int world_size, DistributedBackend backend) const;
+
   /// Blocks until every rank has reached it.
   void barrier();
   /// In place: tensor = reduction over ranks of tensor. Contiguous tensor, same shape and dtype on every rank, on
@@ -135,6 +143,9 @@ class ProcessGroup {
   void rendezvous(const std::string& who);
   /// The collective backend over the store: NCCL or Gloo, as ProcessGroupOptions::backend chooses.
   void connect_backend(const std::string& who);
+  struct Unconnected {};
+  /// Options only: subgroup() gives it a store and a backend.
+  ProcessGroup(ProcessGroupOptions options, Unconnected);
 
   ProcessGroupOptions options_;
   std::unique_ptr<detail::ProcessGroupState> state_;

@@ -213,8 +213,8 @@ struct GrpoTrainerOptions {
   /// after step j − 1 − s (the starting weights for the first s + 1 batches), so it is at most s = max_staleness
   /// updates behind the weights that train on it. 0 runs the pipeline's machinery on the synchronous schedule (the
   /// same numbers as unset); 1 is verl-pipe's one-step-off schedule. Unset: the synchronous trainer. With several
-  /// ranks every rank pipelines its share, the workers meeting in a process group of their own (Gloo, at the main
-  /// group's MASTER_PORT + 1). The worker's generator is the run's rebuilt over the copy (Generator::rebind: the
+  /// ranks every rank pipelines its share, the workers meeting in a process group of their own (Gloo, a subgroup of
+  /// the trainer's: ProcessGroup::subgroup). The worker's generator is the run's rebuilt over the copy (Generator::rebind: the
   /// library's sampler and multi-turn generator can be; a generator that cannot is refused).
   std::optional<std::int64_t> max_staleness;
   /// With max_staleness > 0: how the loss corrects for the older weights (required).
@@ -521,7 +521,7 @@ class GrpoTrainer {
   std::vector<std::shared_ptr<TrainerCallback>> callbacks_;
   // A rollout rank's partner (GrpoTrainerParts::rollout_peer with serves); its trainer holds no optimizer.
   std::optional<RolloutPeer> serving_;
-  // A pipelined run with several ranks: the workers' own process group (Gloo, MASTER_PORT + 1), so that their
+  // A pipelined run with several ranks: the workers' own process group (Gloo, a subgroup of group_), so that their
   // collectives never interleave with the trainers'.
   std::unique_ptr<ProcessGroup> worker_group_;
   // The pipelined run's worker (max_staleness set); last, so that it stops before the members it uses go.

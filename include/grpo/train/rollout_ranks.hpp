@@ -15,7 +15,8 @@
 //
 // The weights go from each trainer to its partner after the update that made them (the trainers' weights are equal,
 // so this is the broadcast of one version to every rollout rank), over Gloo on the CPU. Three process groups:
-// `link` (every rank, MASTER_PORT), the trainers' (MASTER_PORT + 1) and the rollout ranks' (MASTER_PORT + 2).
+// `link` (every rank, at MASTER_ADDR:MASTER_PORT), and two subgroups of it met through its store
+// (ProcessGroup::subgroup): the trainers' and the rollout ranks'.
 #pragma once
 
 #include <grpo/train/distributed.hpp>
@@ -40,12 +41,11 @@ struct RolloutPeer {
 /// least: 24 hours, or ProcessGroupOptions::collective_timeout when longer.
 inline constexpr std::chrono::milliseconds kLinkTimeout{24LL * 3600 * 1000};
 
-/// This process's place in a world with rollout ranks (one machine: the rollout ranks' group is hosted by world rank
-/// N at MASTER_ADDR).
+/// This process's place in a world with rollout ranks.
 struct RolloutRanks {
   /// Joins the three groups of a world of `world.world_size` = 2 · rollout_ranks processes (world: the launch's
   /// ProcessGroupOptions, rank and port included). Throws ConfigError naming --rollout-ranks when the world is not
-  /// twice its value, or MASTER_PORT + 2 is past 65535.
+  /// twice its value.
   static RolloutRanks join(const ProcessGroupOptions& world, int rollout_ranks);
 
   std::unique_ptr<ProcessGroup> link;  ///< every rank: batches and weights travel here

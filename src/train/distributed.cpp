@@ -37,6 +37,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <thread>
 
 namespace grpo::train {
@@ -177,7 +178,10 @@ namespace detail {
 struct ProcessGroupState {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<CollectiveBackend> backend;
-  int subgroups = 0;  // made so far: numbers each one's keys in the store, as torch.distributed.new_group does
+  // Subgroups made so far, by name: numbers each one's keys in the store (a second trainer's group on the same ranks
+  // meets on keys of its own).
+  std::map<std::string, int> subgroups;
+  std::mutex subgroups_mutex;
   ProcessGroupState() = default;
   ProcessGroupState(const ProcessGroupState&) = delete;
   ProcessGroupState& operator=(const ProcessGroupState&) = delete;
@@ -284,22 +288,28 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(std::move(opt
 
 ProcessGroup::ProcessGroup(ProcessGroupOptions options, Unconnected) : options_(std::move(options)) {}
 
-ProcessGroup ProcessGroup::subgroup(const std::string& name, int rank, int world_size,
-                                    DistributedBackend backend) const {
+ProcessGroup ProcessGroup::subgroup(const std::string& name, int rank, int world_size, DistributedBackend backend,
+                                    std::optional<std::chrono::milliseconds> collective_timeout) const {
   ProcessGroupOptions options = options_;
   options.rank = rank;
   options.world_size = world_size;
   options.backend = backend;
+  if (collective_timeout) options.collective_timeout = *collective_timeout;
   options.validate();
   GRPO_CHECK(world_size <= options_.world_size, "ProcessGroup::subgroup \"{}\": {} ranks in a group of {}", name,
              world_size, options_.world_size);
-  if (world_size == 1 || !state_) return ProcessGroup(options);  // one rank: no exchange (or this group's identity)
+  if (world_size == 1) return ProcessGroup(options);  // one rank: no exchange
+  GRPO_CHECK(state_ != nullptr, "ProcessGroup::subgroup \"{}\": this group has no store (moved from, or of one rank)",
+             name);
   const std::string who = fmt::format("rank {} of {} of subgroup \"{}\"", rank, world_size, name);
   ProcessGroup out(options, Unconnected{});
   out.state_ = std::make_unique<detail::ProcessGroupState>();
-  // Numbered: a second subgroup of the same name (another trainer on this group) meets on keys of its own.
-  out.state_->store =
-      c10::make_intrusive<c10d::PrefixStore>(fmt::format("subgroup/{}/{}", state_->subgroups++, name), state_->store);
+  int number = 0;
+  {
+    const std::lock_guard lock(state_->subgroups_mutex);
+    number = state_->subgroups[name]++;
+  }
+  out.state_->store = c10::make_intrusive<c10d::PrefixStore>(fmt::format("subgroup/{}/{}", name, number), state_->store);
   out.connect_backend(who);
   return out;
 }

@@ -33,7 +33,8 @@ RolloutRanks RolloutRanks::join(const ProcessGroupOptions& world, int rollout_ra
   // Each side's own group, met through the link's store. The rollout ranks exchange pass rates: CPU tensors.
   out.side = std::make_unique<ProcessGroup>(out.link->subgroup(serves ? "rollout_ranks" : "trainer_ranks",
                                                               world.rank % rollout_ranks, rollout_ranks,
-                                                              serves ? DistributedBackend::gloo : world.backend));
+                                                              serves ? DistributedBackend::gloo : world.backend,
+                                                              world.collective_timeout));
   out.peer = {.link = out.link.get(), .rank = serves ? world.rank - rollout_ranks : world.rank + rollout_ranks,
               .serves = serves};
   return out;

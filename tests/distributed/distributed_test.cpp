@@ -457,6 +457,53 @@ TEST_CASE("distributed worker join", "[.worker]") {
   });
 }
 
+// Three ranks: subgroups of some ranks (ranks 1 and 2), of all of them twice under one name (two groups, keys of
+// their own), of one rank, with a timeout of their own; and point to point on the parent (bytes and a tensor).
+TEST_CASE("distributed worker subgroups", "[.worker]") {
+  run_worker([] {
+    auto pg = gt::ProcessGroup::from_env(worker_options());
+    if (pg.world_size() != 3) throw std::runtime_error("run with 3 ranks");
+    if (pg.rank() > 0) {
+      auto pair = pg.subgroup("pair", pg.rank() - 1, 2, gt::DistributedBackend::gloo, 5000ms);
+      if (pair.options().collective_timeout != 5000ms) throw std::runtime_error("pair: not its own timeout");
+      if (pair.all_reduce(static_cast<double>(pg.rank())) != 3.0) throw std::runtime_error("pair: sum is not 1 + 2");
+    }
+    for (int round = 1; round <= 2; ++round) {
+      auto all = pg.subgroup("all", pg.rank(), 3, gt::DistributedBackend::gloo);
+      if (all.options().collective_timeout != pg.options().collective_timeout) {
+        throw std::runtime_error("all: not the parent's timeout");
+      }
+      if (all.all_reduce(static_cast<double>(round * (pg.rank() + 1))) != 6.0 * round) {
+        throw std::runtime_error("all: wrong sum");
+      }
+    }
+    auto solo = pg.subgroup(fmt::format("solo{}", pg.rank()), 0, 1, gt::DistributedBackend::gloo);
+    if (solo.all_reduce(7.0) != 7.0 || solo.backend_name() != "none") throw std::runtime_error("solo: not the identity");
+    const std::string bytes("grpo \0 bytes \xff", 14);
+    if (pg.rank() == 0) {
+      pg.send_bytes(bytes, 2, 5);
+      pg.send_(torch::arange(6, torch::kFloat64).reshape({2, 3}), 1, 6);
+      pg.send_bytes("", 1, 7);
+    } else if (pg.rank() == 2) {
+      if (pg.recv_bytes(0, 5) != bytes) throw std::runtime_error("recv_bytes: other bytes");
+    } else {
+      torch::Tensor t = torch::zeros({2, 3}, torch::kFloat64);
+      pg.recv_(t, 0, 6);
+      if (!torch::equal(t, torch::arange(6, torch::kFloat64).reshape({2, 3}))) throw std::runtime_error("recv_: values");
+      if (!pg.recv_bytes(0, 7).empty()) throw std::runtime_error("recv_bytes: not empty");
+    }
+    bool refused = false;
+    try {
+      pg.send_(torch::zeros({1}), pg.rank(), 0);
+    } catch (const grpo::Error& e) {
+      refused = std::string(e.what()).find("cannot exchange with rank") != std::string::npos;
+    }
+    if (!refused) throw std::runtime_error("send_ to itself was not refused");
+    pg.barrier();
+    std::printf("rank %d: subgroups and point to point ok\n", pg.rank());
+  });
+}
+
 // gather_graded over two ranks of unequal shares: rank 0 holds groups 5 and 7 (its numbering), with totals; rank 1
 // one group numbered 5 too, without totals, with bytes outside ASCII, an empty text and a row without a judge's value.
 TEST_CASE("distributed worker graded", "[.worker]") {
@@ -729,6 +776,18 @@ TEST_CASE("two ranks learn the counting task through the drop-in loop lines", "[
 TEST_CASE("gather_graded: every rank gets every rank's graded completions, in rank order, groups renumbered",
           "[distributed]") {
   require_two_ranks_pass("graded", 60s);
+}
+
+TEST_CASE("subgroups of some ranks, of all of them twice under one name and of one rank, and point to point",
+          "[distributed]") {
+  Ranks ranks("subgroups");
+  for (int r = 0; r < 3; ++r) ranks.start("subgroups", r, 3);
+  for (size_t r = 0; r < 3; ++r) {
+    const auto result = ranks.wait(r, 60s);
+    INFO("rank " << r << " output:\n" << result.output);
+    REQUIRE(!result.timed_out);
+    REQUIRE(result.exit_code == 0);
+  }
 }
 
 TEST_CASE("a rank that dies makes the other fail at once with a clear error", "[distributed]") {

@@ -107,12 +107,13 @@ class ProcessGroup {
   const ProcessGroupOptions& options() const { return options_; }
 
   /// A process group of some of this group's ranks (torch.distributed.new_group): every member calls it with the same
-  /// `name` (unique among this group's subgroups) and its own place in it, `rank` of `world_size`; the other ranks do
-  /// not call it. It meets through this group's store, so it needs no port of its own and works across machines, and
-  /// exchanges with `backend`. Its collectives never interleave with this group's. Blocks until every member has
-  /// called it (the backend's mesh); grpo::Error when that fails. Subgroups are numbered in the order a process makes
-  /// them, so every member must make this group's subgroups in the same order.
-  ProcessGroup subgroup(const std::string& name, int rank, int world_size, DistributedBackend backend) const;
+  /// `name` and its own place in it, `rank` of `world_size`; the other ranks do not call it, and groups of other ranks
+  /// take other names. It meets through this group's store (no fixed port of its own, so it works across machines),
+  /// exchanges with `backend` and waits `collective_timeout` (unset: this group's). Its collectives never interleave
+  /// with this group's. Blocks until every member has called it (the backend's mesh); grpo::Error when that fails. A
+  /// name used again (a second trainer on the same ranks) is a new group: the members count a name's uses alike.
+  ProcessGroup subgroup(const std::string& name, int rank, int world_size, DistributedBackend backend,
+                        std::optional<std::chrono::milliseconds> collective_timeout = std::nullopt) const;
 
   /// Blocks until every rank has reached it.
   void barrier();

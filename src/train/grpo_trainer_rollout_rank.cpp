@@ -8,7 +8,6 @@
 #include "rollout_protocol.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <exception>
 
@@ -26,26 +25,14 @@ void GrpoTrainer::serve_rollouts() {
     rollout_protocol::Response response;
     try {
       RolloutWorker::Collected collected;
-      if (request.weights) {
-        torch::NoGradGuard no_grad;
-        auto parameters = model_->module().named_parameters();
-        for (const auto& [name, value] : *request.weights) {
-          torch::Tensor* target = parameters.find(name);
-          GRPO_CHECK(target != nullptr && target->sizes() == value.sizes() &&
-                         target->scalar_type() == value.scalar_type(),
-                     "the trainer sent weights for \"{}\" ([{}] {}) that this rank's model does not have: both sides "
-                     "must build the same model with the same settings",
-                     name, fmt::join(value.sizes(), ", "), c10::toString(value.scalar_type()));
-          target->copy_(value);
-        }
-      }
+      if (request.weights) load_trained_weights(model_->module(), *request.weights);
       if (request.source_state) prompts_.load_state(*request.source_state);
       GRPO_CHECK(request.stage < context_.stages().size(), "the trainer asked for context stage {} of {}",
                  request.stage, context_.stages().size());
       prompts_.save_state(collected.source_before);
       collected.batch = std::make_shared<StepBatch>(
           collect_rollouts(request.step, *generator_, context_.stages()[request.stage], group_));
-      prompts_.save_state(collected.source_after);
+      prompts_.save_state(collected.source_after.emplace());
       response = rollout_protocol::encode_response(collected);
     } catch (const std::exception& e) {
       response = {};

@@ -21,6 +21,19 @@ WeightsSnapshot snapshot_trained_weights(const torch::nn::Module& module) {
   return out;
 }
 
+void load_trained_weights(torch::nn::Module& module, const WeightsSnapshot& weights) {
+  torch::NoGradGuard no_grad;
+  auto parameters = module.named_parameters();
+  for (const auto& [name, value] : weights) {
+    torch::Tensor* target = parameters.find(name);
+    GRPO_CHECK(target != nullptr && target->sizes() == value.sizes() && target->scalar_type() == value.scalar_type(),
+               "the sampler's model has no parameter \"{}\" of shape [{}] and dtype {}: the trainer and the sampler "
+               "must be built from the same model with the same settings",
+               name, fmt::join(value.sizes(), ", "), c10::toString(value.scalar_type()));
+    target->copy_(value);
+  }
+}
+
 LocalRolloutWorker::LocalRolloutWorker(std::unique_ptr<TrainedModel> sampler, std::shared_ptr<Generator> generator,
                                        Collect collect, SourceState source_state)
     : sampler_(std::move(sampler)), generator_(std::move(generator)), collect_(std::move(collect)),
@@ -30,23 +43,12 @@ LocalRolloutWorker::LocalRolloutWorker(std::unique_ptr<TrainedModel> sampler, st
 
 LocalRolloutWorker::~LocalRolloutWorker() = default;
 
-void LocalRolloutWorker::load_weights(const WeightsSnapshot& weights) {
-  torch::NoGradGuard no_grad;
-  auto parameters = sampler_->module().named_parameters();
-  for (const auto& [name, value] : weights) {
-    torch::Tensor* target = parameters.find(name);
-    GRPO_CHECK(target != nullptr && target->sizes() == value.sizes(),
-               "RolloutPipeline: the sampler copy has no parameter \"{}\" of shape [{}]", name,
-               fmt::join(value.sizes(), ", "));
-    target->copy_(value);
-  }
-}
+void LocalRolloutWorker::load_weights(const WeightsSnapshot& weights) { load_trained_weights(sampler_->module(), weights); }
 
 RolloutWorker::Collected LocalRolloutWorker::collect(std::int64_t step, std::size_t stage) {
-  Collected out;
+  Collected out;  // source_after unset: the source is the trainer's, which a checkpoint reads itself
   out.source_before = source_state_();
   out.batch = std::make_shared<StepBatch>(collect_(step, stage, *generator_));
-  out.source_after = source_state_();
   return out;
 }
 

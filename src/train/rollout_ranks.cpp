@@ -104,11 +104,11 @@ Request recv_request(ProcessGroup& link, int peer) {
 }
 
 Response encode_response(const RolloutWorker::Collected& collected) {
-  GRPO_CHECK(collected.batch != nullptr, "rollout rank: no batch to send");
+  GRPO_CHECK(collected.batch != nullptr && collected.source_after, "rollout rank: no batch to send");
   return {.error = {},
           .batch = encode_step_batch(*collected.batch),
           .source_before = encode_trainer_state(collected.source_before),
-          .source_after = encode_trainer_state(collected.source_after)};
+          .source_after = encode_trainer_state(*collected.source_after)};
 }
 
 void send_response(ProcessGroup& link, int peer, const Response& response) {

@@ -46,11 +46,16 @@ grpo::testing::CommandResult r1_zero(const std::string& args, const fs::path& ou
                                     output_dir.string() + " " + args + " 2>&1");
 }
 
-/// r1_zero on two processes (scripts/launch.sh -n 2: c10d over Gloo).
+/// r1_zero on `processes` processes (scripts/launch.sh -n: c10d over Gloo).
+grpo::testing::CommandResult r1_zero_launched(int processes, const std::string& args, const fs::path& output_dir) {
+  return grpo::testing::run_command(fmt::format("{}/scripts/launch.sh -n {} {} --output-dir {} {} 2>&1",
+                                                grpo::testing::source_dir(), processes, grpo::testing::r1_zero_path(),
+                                                output_dir.string(), args));
+}
+
+/// r1_zero on two processes.
 grpo::testing::CommandResult r1_zero_two_ranks(const std::string& args, const fs::path& output_dir) {
-  return grpo::testing::run_command(std::string(grpo::testing::source_dir()) + "/scripts/launch.sh -n 2 " +
-                                    grpo::testing::r1_zero_path() + " --output-dir " + output_dir.string() + " " + args +
-                                    " 2>&1");
+  return r1_zero_launched(2, args, output_dir);
 }
 
 /// r1_zero with `args` on one process and on two, into scratch(name + "_one") and scratch(name + "_two"); both must
@@ -1134,6 +1139,16 @@ StepMetrics pipelined_numbers(const StepMetrics& metrics) {
   return out;
 }
 
+/// Steps first … last of `got` have `expected`'s pipelined_numbers exactly.
+void check_same_pipelined_steps(const std::map<std::int64_t, StepMetrics>& expected,
+                                const std::map<std::int64_t, StepMetrics>& got, std::int64_t first, std::int64_t last) {
+  for (std::int64_t step = first; step <= last; ++step) {
+    INFO("step " << step);
+    REQUIRE(got.count(step) == 1);
+    CHECK(pipelined_numbers(got.at(step)) == pipelined_numbers(expected.at(step)));
+  }
+}
+
 TEST_CASE("r1_zero with a rollout rank (one process trains, one samples and scores, the weights sent over c10d) gives "
           "the one-process pipelined run bit for bit, and resumes so",
           "[examples][distributed][pipeline]") {
@@ -1149,10 +1164,8 @@ TEST_CASE("r1_zero with a rollout rank (one process trains, one samples and scor
   INFO(two.out);
   REQUIRE(two.status == 0);
   const auto expected = read_metrics(threaded), got = read_metrics(ranks);
+  check_same_pipelined_steps(expected, got, 1, 4);
   for (std::int64_t step = 1; step <= 4; ++step) {
-    INFO("step " << step);
-    REQUIRE(got.count(step) == 1);
-    CHECK(pipelined_numbers(got.at(step)) == pipelined_numbers(expected.at(step)));
     CHECK(got.at(step).at("pipeline/staleness") == (step == 1 ? 0.0 : 1.0));
   }
   const auto weights = [](const fs::path& dir, int step) {
@@ -1172,11 +1185,7 @@ TEST_CASE("r1_zero with a rollout rank (one process trains, one samples and scor
   INFO(again.out);
   REQUIRE(again.status == 0);
   CHECK_THAT(again.out, Catch::Contains("resumed from"));
-  const auto resumed_metrics = read_metrics(resumed);
-  for (const std::int64_t step : {3, 4}) {
-    INFO("resumed step " << step);
-    CHECK(pipelined_numbers(resumed_metrics.at(step)) == pipelined_numbers(got.at(step)));
-  }
+  check_same_pipelined_steps(got, read_metrics(resumed), 3, 4);
   CHECK(weights(resumed, 4) == weights(ranks, 4));
 
   // The layout is checked before anything is built, naming the flag.
@@ -1207,12 +1216,7 @@ TEST_CASE("r1_zero with a rollout rank equals the one-process pipelined run for 
   const auto two = r1_zero_two_ranks(args + " --rollout-ranks 1", ranks);
   INFO(two.out);
   REQUIRE(two.status == 0);
-  const auto expected = read_metrics(threaded), got = read_metrics(ranks);
-  for (std::int64_t step = 1; step <= 3; ++step) {
-    INFO("step " << step);
-    REQUIRE(got.count(step) == 1);
-    CHECK(pipelined_numbers(got.at(step)) == pipelined_numbers(expected.at(step)));
-  }
+  check_same_pipelined_steps(read_metrics(threaded), read_metrics(ranks), 1, 3);
   CHECK(read_completions(ranks).size() == read_completions(threaded).size());
 }
 
@@ -1226,17 +1230,10 @@ TEST_CASE("r1_zero with two trainer ranks and two rollout ranks equals the two-r
   const auto two = r1_zero_two_ranks(args, threaded);
   INFO(two.out);
   REQUIRE(two.status == 0);
-  const auto four = grpo::testing::run_command(std::string(grpo::testing::source_dir()) + "/scripts/launch.sh -n 4 " +
-                                               grpo::testing::r1_zero_path() + " --output-dir " + ranks.string() +
-                                               args + " --rollout-ranks 2 2>&1");
+  const auto four = r1_zero_launched(4, args + " --rollout-ranks 2", ranks);
   INFO(four.out);
   REQUIRE(four.status == 0);
-  const auto expected = read_metrics(threaded), got = read_metrics(ranks);
-  for (std::int64_t step = 1; step <= 3; ++step) {
-    INFO("step " << step);
-    REQUIRE(got.count(step) == 1);
-    CHECK(pipelined_numbers(got.at(step)) == pipelined_numbers(expected.at(step)));
-  }
+  check_same_pipelined_steps(read_metrics(threaded), read_metrics(ranks), 1, 3);
 }
 
 TEST_CASE("r1_zero --advantage gae on two ranks follows the one-rank run: the critic's values, returns, loss and "

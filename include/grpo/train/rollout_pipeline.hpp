@@ -48,6 +48,10 @@ using WeightsSnapshot = std::vector<std::pair<std::string, torch::Tensor>>;
 
 /// Copies of `module`'s parameters that require grad, by name (no gradient).
 WeightsSnapshot snapshot_trained_weights(const torch::nn::Module& module);
+/// Loads `weights` into `module`'s parameters of the same names, in place (no gradient): what a sampler (a worker's
+/// copy, or a rollout rank's model) does with a version's snapshot. Throws grpo::Error naming a parameter the module
+/// lacks, or has with another shape or dtype (the two sides were built with different settings).
+void load_trained_weights(torch::nn::Module& module, const WeightsSnapshot& weights);
 
 /// The side of a pipeline that collects batches: a sampler copy on a worker thread of this process
 /// (LocalRolloutWorker), or a dedicated rollout rank reached over c10d (RemoteRolloutWorker, rollout_ranks.hpp).
@@ -62,7 +66,9 @@ class RolloutWorker {
   /// A collected batch with the prompt source's state before and after collecting it.
   struct Collected {
     std::shared_ptr<StepBatch> batch;
-    TrainerState source_before, source_after;
+    TrainerState source_before;
+    /// Unset when the source is the trainer's own (LocalRolloutWorker): PromptSource::save_state gives it then.
+    std::optional<TrainerState> source_after;
   };
   /// Collects batch `step` at context stage `stage` (an index into the trainer's stages).
   virtual Collected collect(std::int64_t step, std::size_t stage) = 0;
@@ -133,7 +139,7 @@ class RolloutPipeline {
     std::map<std::int64_t, WeightsSnapshot> weights;            ///< by version
     TrainerState source_before;
     /// With no batch pending: the worker's prompt source after the last batch it collected (unset when it collected
-    /// none since the start or the last clear()).
+    /// none since the start or the last clear(), or when that source is the trainer's own).
     std::optional<TrainerState> source_now;
   };
   InFlight in_flight() const;

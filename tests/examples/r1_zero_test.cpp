@@ -58,14 +58,15 @@ grpo::testing::CommandResult r1_zero_two_ranks(const std::string& args, const fs
   return r1_zero_launched(2, args, output_dir);
 }
 
-/// r1_zero with `args` on one process and on two, into scratch(name + "_one") and scratch(name + "_two"); both must
-/// succeed. Returns the two output directories.
-std::pair<fs::path, fs::path> run_one_and_two_ranks(const std::string& args, const std::string& name) {
+/// r1_zero with `args` on one process and on two (with `two_rank_args` added), into scratch(name + "_one") and
+/// scratch(name + "_two"); both must succeed. Returns the two output directories.
+std::pair<fs::path, fs::path> run_one_and_two_ranks(const std::string& args, const std::string& name,
+                                                    const std::string& two_rank_args = "") {
   const auto one_dir = scratch(name + "_one"), two_dir = scratch(name + "_two");
   const auto one = r1_zero(args, one_dir);
   INFO(one.out);
   REQUIRE(one.status == 0);
-  const auto two = r1_zero_two_ranks(args, two_dir);
+  const auto two = r1_zero_two_ranks(args + two_rank_args, two_dir);
   INFO(two.out);
   REQUIRE(two.status == 0);
   return {one_dir, two_dir};
@@ -1156,13 +1157,7 @@ TEST_CASE("r1_zero with a rollout rank (one process trains, one samples and scor
   const std::string args = " --steps 4 --eval-every 2 --eval-problems 8 --eval-samples 1 --save-every 2 "
                            "--no-tensorboard --max-staleness 1 --off-policy-correction decoupled --rollout-is token "
                            "--generation-threads 1";
-  const auto threaded = scratch("rollout_rank_threaded"), ranks = scratch("rollout_rank_two");
-  const auto one = r1_zero(args, threaded);
-  INFO(one.out);
-  REQUIRE(one.status == 0);
-  const auto two = r1_zero_two_ranks(args + " --rollout-ranks 1", ranks);
-  INFO(two.out);
-  REQUIRE(two.status == 0);
+  const auto [threaded, ranks] = run_one_and_two_ranks(args, "rollout_rank", " --rollout-ranks 1");
   const auto expected = read_metrics(threaded), got = read_metrics(ranks);
   check_same_pipelined_steps(expected, got, 1, 4);
   for (std::int64_t step = 1; step <= 4; ++step) {
@@ -1209,13 +1204,7 @@ TEST_CASE("r1_zero with a rollout rank equals the one-process pipelined run for 
   const std::string args = " " + variant + " --steps 3 --eval-every 0 --eval-problems 8 --eval-samples 1 "
                            "--save-every 0 --no-tensorboard --max-staleness 1 --off-policy-correction bypass "
                            "--generation-threads 1";
-  const auto threaded = scratch("rollout_rank_variant_threaded"), ranks = scratch("rollout_rank_variant_two");
-  const auto one = r1_zero(args, threaded);
-  INFO(one.out);
-  REQUIRE(one.status == 0);
-  const auto two = r1_zero_two_ranks(args + " --rollout-ranks 1", ranks);
-  INFO(two.out);
-  REQUIRE(two.status == 0);
+  const auto [threaded, ranks] = run_one_and_two_ranks(args, "rollout_rank_variant", " --rollout-ranks 1");
   check_same_pipelined_steps(read_metrics(threaded), read_metrics(ranks), 1, 3);
   CHECK(read_completions(ranks).size() == read_completions(threaded).size());
 }
